@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: MIT
+# rkv - one top-level Makefile.
+#
+#   make              build everything into build/ (bin/, lib/, tests/)
+#   make test         install missing Debian packages, build, run unit and
+#                     conformance tests (tcp, shm; verbs skips without a device)
+#   make check-rdma   the verbs suite, in a Soft-RoCE guest (or on a real device)
+#   make bench        transport benchmarks beside libfabric and perftest
+#   make run          build and run the default demo
+#
+# Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
+# MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
+#
+# Dependency graph (nothing depends on server or client except tools, bench
+# and tests):
+#   proto  -> (nothing)
+#   common -> (nothing)
+#   client -> proto common
+#   server -> proto common
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC = gcc
+endif
+CFLAGS ?= -O2 -g
+MALLOC ?= jemalloc
+SANITIZE ?=
+DEBUG ?=
+
+ifneq ($(SANITIZE),)
+MALLOC := libc
+O ?= build/san-$(subst $(comma),-,$(SANITIZE))
+else
+O ?= build
+endif
+comma := ,
+
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(origin WITH_CUDA),undefined)
+WITH_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),1,0)
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
+	-Wstrict-prototypes -Wold-style-definition -Wformat=2 -Wwrite-strings
+override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -MMD -MP \
+	-I. -Icommon -Icommon/transport -Iproto
+ifneq ($(DEBUG),)
+override CFLAGS += -O0 -g3 -DDEBUG
+endif
+ifneq ($(SANITIZE),)
+override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+override LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+LDLIBS_SYS := -lrdmacm -libverbs -lpthread -lm
+ifeq ($(MALLOC),jemalloc)
+LDLIBS_SYS += -ljemalloc
+endif
+
+BIN := $(O)/bin
+LIB := $(O)/lib
+OBJ := $(O)/obj
+TST := $(O)/tests
+
+# ---------------------------------------------------------------- sources
+COMMON_SRCS := $(wildcard common/*.c common/transport/*.c)
+PROTO_SRCS := $(wildcard proto/*.c)
+TESTLIB_SRCS := $(wildcard tests/lib/*.c)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+CONF_SRCS := $(wildcard tests/conformance/*.c)
+BENCH_TP_SRCS := $(wildcard bench/transport/*.c)
+
+obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
+
+COMMON_LIB := $(LIB)/librkv_common.a
+PROTO_LIB := $(LIB)/librkv_proto.a
+TESTLIB := $(LIB)/librkv_testlib.a
+UNIT_BINS := $(patsubst tests/unit/%.c,$(TST)/%,$(UNIT_SRCS))
+CONF_BIN := $(if $(CONF_SRCS),$(TST)/conformance)
+BENCH_TP_BIN := $(if $(BENCH_TP_SRCS),$(BIN)/rkv-bench-transport)
+
+ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
+	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(CONF_BIN) \
+	$(BENCH_TP_BIN)
+
+.PHONY: all deps test check-rdma bench run clean install
+all: $(ALL_TARGETS)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(COMMON_LIB): $(call obj,$(COMMON_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(PROTO_LIB): $(call obj,$(PROTO_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(TESTLIB): $(call obj,$(TESTLIB_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
+
+$(TST)/%: $(OBJ)/tests/unit/%.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+$(TST)/conformance: $(call obj,$(CONF_SRCS)) $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+$(BIN)/rkv-bench-transport: $(call obj,$(BENCH_TP_SRCS)) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lfabric
+
+# ------------------------------------------------------------------ tasks
+deps:
+	@bash tools/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/run.sh $(O)
+
+check-rdma: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/softroce/check-rdma.sh $(O)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bash bench/run.sh $(O)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@bash tools/run.sh $(O)
+
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	for f in $(wildcard $(BIN)/*); do install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/; done
+
+clean:
+	rm -rf build
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport.h - rkv's verbs-shaped transport interface.
+ *
+ * The KV code talks to this interface only; it mirrors the part of verbs that
+ * rkv needs: register a region (address, length, access -> lkey/rkey), open
+ * an endpoint to a peer, post READ / WRITE / CAS / FETCH_ADD / SEND / RECV
+ * work requests (chained, signaled or not) and poll a completion queue.
+ *
+ * Providers:
+ *   verbs  rdma-core RC queue pairs, connected through librdmacm.
+ *   tcp    a software RNIC: the target's transport thread executes one-sided
+ *          requests against registered regions, checking rkey, bounds and
+ *          access as a NIC does.
+ *   shm    same host: remote regions are memfd mappings that the initiator
+ *          maps; one-sided operations are the initiator's own loads, stores
+ *          and C11 atomics, checked against rkey, bounds and access first.
+ *   auto   verbs when an RDMA device has an active port, else tcp.
+ *
+ * Semantics every provider keeps (the conformance suite in tests/conformance
+ * proves them):
+ *   - Operations posted on one endpoint execute in order at the target.
+ *   - CAS and FETCH_ADD act on one 8-byte, 8-byte-aligned word in the
+ *     target's native byte order and are atomic with respect to every other
+ *     atomic on that word, from any endpoint.  The original value is written
+ *     to the 8-byte local buffer in native byte order.
+ *   - A WR whose rkey is unknown, whose range is not inside the region, or
+ *     whose operation the region's access flags do not allow completes with
+ *     RKV_WC_REM_ACCESS_ERR and changes nothing.  A bad lkey or local range
+ *     completes with RKV_WC_LOC_PROT_ERR.
+ *   - After an error completion the endpoint is in error state: every WR
+ *     still outstanding and every WR posted later completes with
+ *     RKV_WC_WR_FLUSH_ERR (RECVs too).
+ *   - A peer that dies or stops answering gives RKV_WC_RETRY_EXC_ERR on the
+ *     outstanding WRs within the endpoint's timeout (never a hang).
+ *   - SEND completes at the sender after the receiver placed it in a posted
+ *     RECV; a RECV that is too small completes with RKV_WC_LOC_LEN_ERR at the
+ *     receiver and the SEND with RKV_WC_REM_INV_REQ_ERR.  A SEND that finds
+ *     no posted RECV waits for one (receiver-not-ready) up to the timeout.
+ *
+ * Every function returns 0 (or a count) on success and -errno on failure.
+ * Nothing here exits or prints to stdout; diagnostics go through rkv_log.
+ *
+ * Thread safety: a context (struct rkv_tp) may be shared by threads for
+ * registration, listen and connect.  An endpoint and a completion queue are
+ * used by one thread at a time (the caller serializes), as is usual for
+ * polled RDMA code.  Providers may run internal threads; they never call
+ * code above the transport.
+ */
+#ifndef RKV_COMMON_TRANSPORT_TRANSPORT_H
+#define RKV_COMMON_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum rkv_tp_provider {
+	RKV_TP_AUTO = 0,  /* verbs if a device has an active port, else tcp */
+	RKV_TP_VERBS = 1, /* rdma-core RC QPs through librdmacm */
+	RKV_TP_TCP = 2,   /* software RNIC over TCP sockets */
+	RKV_TP_SHM = 3,   /* same host, memfd mappings */
+};
+
+/* "auto", "verbs", "tcp", "shm"; "?" for anything else. */
+const char *rkv_tp_provider_str(enum rkv_tp_provider p);
+/* Parse a provider name.  Returns 0 or -EINVAL. */
+int rkv_tp_provider_parse(const char *name, enum rkv_tp_provider *out);
+
+/* Region access flags, as IBV_ACCESS_*. */
+enum rkv_access {
+	RKV_ACCESS_LOCAL_WRITE = 1u << 0,
+	RKV_ACCESS_REMOTE_WRITE = 1u << 1,
+	RKV_ACCESS_REMOTE_READ = 1u << 2,
+	RKV_ACCESS_REMOTE_ATOMIC = 1u << 3,
+};
+#define RKV_ACCESS_ALL                                                         \
+	(RKV_ACCESS_LOCAL_WRITE | RKV_ACCESS_REMOTE_WRITE |                    \
+	 RKV_ACCESS_REMOTE_READ | RKV_ACCESS_REMOTE_ATOMIC)
+
+/* Completion statuses; each mirrors the ibv_wc_status of the same name. */
+enum rkv_wc_status {
+	RKV_WC_SUCCESS = 0,
+	RKV_WC_LOC_LEN_ERR,      /* receive buffer too small */
+	RKV_WC_LOC_PROT_ERR,     /* bad lkey or local range */
+	RKV_WC_WR_FLUSH_ERR,     /* endpoint was in error state */
+	RKV_WC_REM_INV_REQ_ERR,  /* malformed request at the target */
+	RKV_WC_REM_ACCESS_ERR,   /* rkey, bounds or access refused */
+	RKV_WC_REM_OP_ERR,       /* target could not execute it */
+	RKV_WC_RETRY_EXC_ERR,    /* peer dead or silent past the timeout */
+	RKV_WC_RNR_RETRY_EXC_ERR, /* no RECV posted at the peer in time */
+	RKV_WC_GENERAL_ERR,      /* anything else */
+};
+const char *rkv_wc_status_str(enum rkv_wc_status s);
+
+enum rkv_wr_opcode {
+	RKV_WR_READ = 0,
+	RKV_WR_WRITE,
+	RKV_WR_CAS,       /* if (*remote == compare) *remote = swap; */
+	RKV_WR_FETCH_ADD, /* *remote += compare_add; */
+	RKV_WR_SEND,
+	RKV_WR_RECV,      /* only in completions */
+};
+const char *rkv_wr_opcode_str(enum rkv_wr_opcode op);
+
+enum rkv_wr_flags {
+	RKV_WR_SIGNALED = 1u << 0, /* generate a completion on success */
+};
+
+/*
+ * A work request.  Chain with next; a chain is posted in one call (one
+ * doorbell on verbs).  local/length/lkey name the local buffer: the READ
+ * destination, the WRITE or SEND source, the 8-byte result of CAS and
+ * FETCH_ADD.  length may be 0 for READ, WRITE and SEND.  Unsignaled WRs that
+ * succeed produce no completion; a failing WR always completes.  As on
+ * verbs, an endpoint's send queue holds at most max_send_wr outstanding WRs,
+ * and the slots of unsignaled WRs are freed only when a later signaled WR on
+ * the same endpoint completes: signal at least every max_send_wr/2 WRs.
+ */
+struct rkv_wr {
+	struct rkv_wr *next;    /* next WR in the chain, or NULL */
+	uint64_t wr_id;         /* returned in the completion */
+	enum rkv_wr_opcode opcode;
+	unsigned flags;         /* enum rkv_wr_flags */
+	void *local;            /* local buffer */
+	uint32_t length;        /* bytes; 8 for CAS and FETCH_ADD */
+	uint32_t lkey;          /* lkey of the MR holding local */
+	uint64_t remote_addr;   /* target virtual address */
+	uint32_t rkey;          /* target MR's rkey */
+	uint64_t compare_add;   /* CAS: compare value; FETCH_ADD: addend */
+	uint64_t swap;          /* CAS: new value */
+};
+
+struct rkv_recv_wr {
+	struct rkv_recv_wr *next;
+	uint64_t wr_id;
+	void *local;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct rkv_ep;
+
+struct rkv_wc {
+	uint64_t wr_id;
+	enum rkv_wc_status status;
+	enum rkv_wr_opcode opcode; /* valid on success; RKV_WR_RECV for RECVs */
+	uint32_t byte_len;         /* RECV: bytes received */
+	struct rkv_ep *ep;         /* the endpoint the WR was posted on */
+};
+
+struct rkv_tp;
+struct rkv_mr;
+struct rkv_cq;
+struct rkv_listener;
+
+struct rkv_tp_opts {
+	size_t opts_size;       /* sizeof(struct rkv_tp_opts) */
+	enum rkv_tp_provider provider; /* RKV_TP_AUTO by default */
+	const char *device;     /* verbs: device name; NULL chooses */
+	int port;               /* verbs: port number; 0 chooses */
+	int gid_index;          /* verbs: GID index; -1 chooses RoCEv2 */
+	unsigned timeout_ms;    /* dead-peer detection; default 2000 */
+	unsigned max_send_wr;   /* per endpoint; default 256 */
+	unsigned max_recv_wr;   /* per endpoint; default 256 */
+	unsigned max_inline;    /* verbs: inline threshold asked; default 64 */
+};
+
+/* Fill opts with defaults. */
+void rkv_tp_opts_init(struct rkv_tp_opts *opts);
+
+/*
+ * Open a transport context of opts->provider (RKV_TP_AUTO resolves now:
+ * rkv_tp_provider() tells which was picked).  Forcing a provider that is not
+ * available is an error (-ENODEV verbs without a device), never a fallback.
+ * The caller destroys it with rkv_tp_destroy() after every endpoint, CQ,
+ * listener and MR made from it.
+ * Returns 0, -EINVAL (bad opts), -ENODEV, -ENOMEM.
+ */
+int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out);
+void rkv_tp_destroy(struct rkv_tp *tp);
+enum rkv_tp_provider rkv_tp_provider(const struct rkv_tp *tp);
+/* A one-line description of the device in use (verbs: device, port, GID). */
+const char *rkv_tp_describe(const struct rkv_tp *tp);
+/* Whether the context can execute CAS and FETCH_ADD (verbs: atomic_cap). */
+int rkv_tp_has_atomics(const struct rkv_tp *tp);
+
+/*
+ * Memory that can be registered for remote access on every provider
+ * (page-aligned, zeroed; on shm a memfd mapping that peers can map).  On the
+ * shm provider, remote-accessible MRs must lie inside such memory.
+ */
+int rkv_tp_mem_alloc(struct rkv_tp *tp, size_t len, void **out);
+void rkv_tp_mem_free(struct rkv_tp *tp, void *addr, size_t len);
+
+/* A registered region.  Fields are read-only for the caller. */
+struct rkv_mr {
+	void *addr;
+	size_t length;
+	uint32_t lkey;
+	uint32_t rkey;
+	unsigned access; /* enum rkv_access */
+	struct rkv_tp *tp; /* owning context */
+};
+
+/*
+ * Register [addr, addr+len) with the access flags.  Returns 0, -EINVAL
+ * (len 0, bad flags), -EFAULT (shm: remote access to memory that did not
+ * come from rkv_tp_mem_alloc), -ENOMEM, or the provider's -errno.
+ * Deregistration revokes the rkey at once for new operations.
+ */
+int rkv_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
+	       struct rkv_mr **out);
+int rkv_mr_dereg(struct rkv_mr *mr);
+
+/* A completion queue for endpoints of one context. */
+int rkv_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
+void rkv_cq_destroy(struct rkv_cq *cq);
+/*
+ * Poll up to max completions into wc.  Returns the count (0 when none) or
+ * -errno.  On the software providers this also drives the progress of the
+ * CQ's active endpoints (no thread per connection).
+ */
+int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+
+/*
+ * Addresses: "tcp://HOST:PORT", "verbs://HOST:PORT", "shm:///NAME" (an
+ * abstract unix-socket name, [A-Za-z0-9._-]{1,64}), "auto://HOST:PORT".
+ * PORT 0 on listen picks a free port (rkv_listener_addr() tells it).
+ */
+struct rkv_tp_addr {
+	enum rkv_tp_provider provider;
+	char host[256];
+	uint16_t port;
+	char name[65]; /* shm */
+};
+/* Returns 0 or -EINVAL (unparsable address or unknown scheme). */
+int rkv_tp_addr_parse(const char *s, struct rkv_tp_addr *out);
+
+/*
+ * Listen on addr, whose scheme must match the context's provider (else
+ * -EPROTONOSUPPORT).  Returns 0, -EINVAL, -EADDRINUSE, or -errno.
+ */
+int rkv_listen(struct rkv_tp *tp, const char *addr, struct rkv_listener **out);
+/* The bound address, with the real port: "tcp://127.0.0.1:40123". */
+const char *rkv_listener_addr(const struct rkv_listener *l);
+void rkv_listener_destroy(struct rkv_listener *l);
+
+/*
+ * Wait up to timeout_ms (-1 forever) for a connection and return it as an
+ * endpoint whose completions go to cq.  Returns 0, -ETIMEDOUT, -errno.
+ */
+int rkv_accept(struct rkv_listener *l, struct rkv_cq *cq, int timeout_ms,
+	       struct rkv_ep **out);
+/*
+ * Connect to addr; completions go to cq.  Returns 0, -EINVAL (address),
+ * -EPROTONOSUPPORT (scheme of another provider), -ECONNREFUSED,
+ * -ETIMEDOUT, -errno.
+ */
+int rkv_connect(struct rkv_tp *tp, const char *addr, struct rkv_cq *cq,
+		int timeout_ms, struct rkv_ep **out);
+/* Disconnect and free.  Outstanding WRs are dropped without completions. */
+void rkv_ep_destroy(struct rkv_ep *ep);
+
+enum rkv_ep_state {
+	RKV_EP_CONNECTED = 0,
+	RKV_EP_ERROR, /* an error completion happened, or the peer is gone */
+};
+enum rkv_ep_state rkv_ep_state(const struct rkv_ep *ep);
+const char *rkv_ep_state_str(enum rkv_ep_state s);
+/* Peer address as text, for logs. */
+const char *rkv_ep_peer(const struct rkv_ep *ep);
+
+/*
+ * Post a chain of WRs (one doorbell).  Returns 0, or -errno with *bad set to
+ * the first WR not posted: -EINVAL (bad opcode, CAS/FETCH_ADD not 8 bytes or
+ * not 8-byte aligned, length over the limit), -ENOMEM (send queue full),
+ * -EOPNOTSUPP (atomics on a device without them).  bad may be NULL.
+ */
+int rkv_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
+int rkv_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
+		  struct rkv_recv_wr **bad);
+
+/* Largest READ/WRITE/SEND length every provider accepts. */
+#define RKV_TP_MAX_MSG (1u << 30)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

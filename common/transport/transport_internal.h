@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport_internal.h - the provider interface behind transport.h.
+ *
+ * transport.c owns argument checks that are the same for every provider and
+ * dispatches through struct rkv_tp_ops.  Each provider embeds the base
+ * structs below as the first member of its own and recovers its type with
+ * container_of.  Only files in common/transport/ include this header.
+ */
+#ifndef RKV_COMMON_TRANSPORT_TRANSPORT_INTERNAL_H
+#define RKV_COMMON_TRANSPORT_TRANSPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+#ifndef container_of
+#define container_of(ptr, type, member)                                        \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#endif
+
+struct rkv_tp_ops {
+	const char *name;
+	/* Fill the provider part; tp->opts is already validated. */
+	int (*create)(const struct rkv_tp_opts *opts, struct rkv_tp **out);
+	void (*destroy)(struct rkv_tp *tp);
+	int (*mem_alloc)(struct rkv_tp *tp, size_t len, void **out);
+	void (*mem_free)(struct rkv_tp *tp, void *addr, size_t len);
+	int (*mr_reg)(struct rkv_tp *tp, void *addr, size_t len,
+		      unsigned access, struct rkv_mr **out);
+	int (*mr_dereg)(struct rkv_mr *mr);
+	int (*cq_create)(struct rkv_tp *tp, unsigned depth,
+			 struct rkv_cq **out);
+	void (*cq_destroy)(struct rkv_cq *cq);
+	int (*cq_poll)(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+	int (*listen)(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
+		      struct rkv_listener **out);
+	void (*listener_destroy)(struct rkv_listener *l);
+	int (*accept)(struct rkv_listener *l, struct rkv_cq *cq,
+		      int timeout_ms, struct rkv_ep **out);
+	int (*connect)(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
+		       struct rkv_cq *cq, int timeout_ms, struct rkv_ep **out);
+	void (*ep_destroy)(struct rkv_ep *ep);
+	/* WRs are already checked by transport.c (opcode, atomics' length
+	 * and alignment, length limit). */
+	int (*post)(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
+	int (*post_recv)(struct rkv_ep *ep, struct rkv_recv_wr *wr,
+			 struct rkv_recv_wr **bad);
+};
+
+/* Base of every provider context. */
+struct rkv_tp {
+	const struct rkv_tp_ops *ops;
+	enum rkv_tp_provider provider;
+	struct rkv_tp_opts opts;  /* effective options */
+	int has_atomics;
+	char describe[192];
+};
+
+/* Base of every listener. */
+struct rkv_listener {
+	struct rkv_tp *tp;
+	char addr[300]; /* bound address, scheme included */
+};
+
+/* Base of every completion queue. */
+struct rkv_cq {
+	struct rkv_tp *tp;
+	unsigned depth;
+};
+
+/* Base of every endpoint. */
+struct rkv_ep {
+	struct rkv_tp *tp;
+	struct rkv_cq *cq;
+	enum rkv_ep_state state; /* provider updates it */
+	char peer[300];
+};
+
+extern const struct rkv_tp_ops rkv_tp_verbs_ops;
+extern const struct rkv_tp_ops rkv_tp_tcp_ops;
+extern const struct rkv_tp_ops rkv_tp_shm_ops;
+
+/*
+ * Whether a verbs device with an active port exists (for auto).  Returns 1,
+ * or 0 with a reason in why (may be NULL).  Never fails harder than that.
+ */
+int rkv_tp_verbs_available(char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# run.sh - `make test`: unit tests, then the conformance suite on every
+# provider (verbs skips with its reason when there is no RDMA device).
+#   tests/run.sh BUILD_DIR
+# Ends with "N passed, N failed[, N skipped]"; exit 0 only when none failed.
+set -u
+O=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+. tests/lib/tap.sh
+
+for t in "$O"/tests/test_*; do
+  [ -x "$t" ] || continue
+  tap_run "$(basename "$t")" 300 "$t"
+done
+if [ -x "$O/tests/conformance" ]; then
+  for p in ${RKV_TEST_PROVIDERS:-tcp shm verbs}; do
+    tap_run "conformance-$p" 600 "$O/tests/conformance" --provider "$p"
+  done
+fi
+for s in tests/integration/*.sh; do
+  [ -f "$s" ] || continue
+  tap_run "$(basename "$s" .sh)" 600 bash "$s" "$O"
+done
+tap_summary
