@@ -43,7 +43,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
 	-Wstrict-prototypes -Wold-style-definition -Wformat=2 -Wwrite-strings
 override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -MMD -MP \
-	-I. -Icommon -Icommon/transport -Iproto
+	-I. -Icommon -Icommon/transport -Iproto -Itests/lib
 ifneq ($(DEBUG),)
 override CFLAGS += -O0 -g3 -DDEBUG
 endif

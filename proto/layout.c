@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * layout.c - encoding and checking of KV blocks, key hashing and routing.
+ * Pure functions: no I/O, no allocation.  rkv_block_decode never trusts a
+ * length from the buffer: it checks them against the bytes actually read
+ * before touching the key or value.
+ */
+#include "layout.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "hash.h"
+
+#define SEED_B1 0x9e3779b97f4a7c15ull
+#define SEED_B2 0xc2b2ae3d27d4eb4full
+#define SEED_ROUTE 0x165667b19e3779f9ull
+
+static uint64_t block_checksum(const void *buf, size_t n)
+{
+	return rkv_hash64((const char *)buf + sizeof(uint64_t),
+			  n - sizeof(uint64_t), RKV_BLOCK_SEED);
+}
+
+uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
+			  const void *val, size_t val_len, uint32_t writer,
+			  uint64_t version)
+{
+	uint32_t size = rkv_block_size(key_len, val_len);
+	struct rkv_block_hdr *h = buf;
+	char *p = buf;
+	size_t used = RKV_BLOCK_HDR_SIZE + key_len + val_len;
+
+	if (!size || key_len == 0)
+		return 0;
+	h->key_len = (uint16_t)key_len;
+	h->flags = RKV_BLOCK_F_NONE;
+	h->val_len = (uint32_t)val_len;
+	h->writer = writer;
+	h->pad = 0;
+	h->version = version;
+	memcpy(p + RKV_BLOCK_HDR_SIZE, key, key_len);
+	if (val_len)
+		memcpy(p + RKV_BLOCK_HDR_SIZE + key_len, val, val_len);
+	memset(p + used, 0, size - used);
+	h->checksum = block_checksum(buf, used);
+	return size;
+}
+
+int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
+		     size_t key_len, const void **val, uint32_t *val_len,
+		     const struct rkv_block_hdr **hdr)
+{
+	const struct rkv_block_hdr *h = buf;
+	const char *p = buf;
+	size_t used;
+
+	if (buf_len < RKV_BLOCK_HDR_SIZE)
+		return -EBADMSG;
+	if (h->key_len == 0 || h->key_len > RKV_MAX_KEY ||
+	    h->val_len > RKV_MAX_VALUE)
+		return -EBADMSG;
+	used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
+	if (used > buf_len)
+		return -EBADMSG;
+	if (block_checksum(buf, used) != h->checksum)
+		return -EBADMSG;
+	if (key && (h->key_len != key_len ||
+		    memcmp(p + RKV_BLOCK_HDR_SIZE, key, key_len) != 0))
+		return -ESTALE;
+	if (val)
+		*val = p + RKV_BLOCK_HDR_SIZE + h->key_len;
+	if (val_len)
+		*val_len = h->val_len;
+	if (hdr)
+		*hdr = h;
+	return 0;
+}
+
+void rkv_key_hash(const void *key, size_t key_len, struct rkv_key_hash *out)
+{
+	out->h1 = rkv_hash64(key, key_len, SEED_B1);
+	out->h2 = rkv_hash64(key, key_len, SEED_B2);
+	out->route = rkv_hash64(key, key_len, SEED_ROUTE);
+	out->fp = (unsigned)(out->h1 >> 56);
+}
+
+void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,
+		     uint64_t *b1, uint64_t *b2)
+{
+	uint64_t m = nbuckets - 1;
+
+	*b1 = kh->h1 & m;
+	*b2 = kh->h2 & m;
+	if (*b2 == *b1)
+		*b2 = *b1 ^ 1u;
+	*b2 &= m;
+}
+
+uint32_t rkv_jump_hash(uint64_t key, uint32_t n)
+{
+	int64_t b = -1, j = 0;
+
+	while (j < (int64_t)n) {
+		b = j;
+		key = key * 2862933555777941757ull + 1;
+		j = (int64_t)((double)(b + 1) *
+			      ((double)(1ll << 31) / (double)((key >> 33) + 1)));
+	}
+	return (uint32_t)b;
+}

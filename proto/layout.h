@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * layout.h - the remote memory layouts that clients read and change with
+ * one-sided operations: the slot word, the 64-byte bucket, and the KV block.
+ *
+ * Index region (host memory, remote read/write/atomic): nbuckets buckets
+ * (a power of two) of RKV_SLOTS_PER_BUCKET slots.  A slot is one 8-byte word
+ * changed only by CAS.  An empty slot is 0.  A key hashes (xxh3, two seeds)
+ * to two candidate buckets that a reader fetches in one doorbell.
+ *
+ * Slot word, bit by bit (little-endian host order, as NIC atomics see it):
+ *
+ *   63      62..54     53..46   45..34       33..0
+ *   lock    version    fp       size         offset
+ *   1 bit   9 bits     8 bits   12 bits      34 bits
+ *
+ *   offset   block offset in the data region, in 64-byte units (1 TiB)
+ *   size     block size in 64-byte units, 1..4095 (so never 0 when used)
+ *   fp       fingerprint: top byte of the key's first hash
+ *   version  bumped (mod 512) by every change except taking the lock, so
+ *            a stale expected value never matches again (ABA)
+ *   lock     read-modify-write lock; a locked slot still names the last
+ *            published block, which gets read without waiting
+ *
+ * KV block (data region, 64-byte aligned, immutable once published):
+ *
+ *   struct rkv_block_hdr  32 bytes: checksum, key_len, flags, val_len,
+ *                         writer, version
+ *   key                   key_len bytes
+ *   value                 val_len bytes
+ *   padding               to a multiple of 64
+ *
+ * checksum = xxh3-64 (seed RKV_BLOCK_SEED) over the header from key_len on,
+ * the key and the value.  A reader accepts a block only if the checksum and
+ * the key match, so a torn, unwritten or reused block is never returned.
+ *
+ * All multi-byte fields are little-endian; rkv supports little-endian hosts
+ * only (NIC atomics act on host-order words; see the assertion below).
+ */
+#ifndef RKV_PROTO_LAYOUT_H
+#define RKV_PROTO_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "rkv's remote layouts are little-endian host words");
+
+#define RKV_SLOTS_PER_BUCKET 8
+#define RKV_BUCKET_SIZE 64
+#define RKV_BLOCK_ALIGN 64
+#define RKV_BLOCK_HDR_SIZE 32
+
+#define RKV_SLOT_OFF_BITS 34
+#define RKV_SLOT_SIZE_BITS 12
+#define RKV_SLOT_FP_BITS 8
+#define RKV_SLOT_VER_BITS 9
+
+#define RKV_SLOT_SIZE_SHIFT RKV_SLOT_OFF_BITS
+#define RKV_SLOT_FP_SHIFT (RKV_SLOT_SIZE_SHIFT + RKV_SLOT_SIZE_BITS)
+#define RKV_SLOT_VER_SHIFT (RKV_SLOT_FP_SHIFT + RKV_SLOT_FP_BITS)
+#define RKV_SLOT_LOCK_SHIFT (RKV_SLOT_VER_SHIFT + RKV_SLOT_VER_BITS)
+#define RKV_SLOT_LOCK (1ull << RKV_SLOT_LOCK_SHIFT)
+
+_Static_assert(RKV_SLOT_LOCK_SHIFT == 63, "slot fields fill 64 bits");
+_Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
+	       "a bucket is one 64-byte line");
+
+/* Largest block: 4095 units of 64 bytes. */
+#define RKV_MAX_BLOCK (((1u << RKV_SLOT_SIZE_BITS) - 1) * RKV_BLOCK_ALIGN)
+/* Largest data region the slot can address. */
+#define RKV_MAX_DATA_REGION ((1ull << RKV_SLOT_OFF_BITS) * RKV_BLOCK_ALIGN)
+
+/* Key and value limits (EMSGSIZE beyond them; an empty key is EINVAL). */
+#define RKV_MAX_KEY 1024u
+#define RKV_MAX_VALUE (RKV_MAX_BLOCK - RKV_BLOCK_HDR_SIZE - RKV_MAX_KEY)
+_Static_assert(RKV_MAX_VALUE >= 256 * 1024 - 4096, "values up to ~252 KiB");
+
+#define RKV_BLOCK_SEED 0x726b76626c6b3031ull /* "rkvblk01" */
+
+struct rkv_block_hdr {
+	uint64_t checksum; /* xxh3-64 of everything after this field */
+	uint16_t key_len;  /* 1..RKV_MAX_KEY */
+	uint16_t flags;    /* RKV_BLOCK_F_* */
+	uint32_t val_len;  /* 0..RKV_MAX_VALUE */
+	uint32_t writer;   /* client id of the writer */
+	uint32_t pad;
+	uint64_t version;  /* per-key version: rmw and push add one */
+};
+_Static_assert(sizeof(struct rkv_block_hdr) == RKV_BLOCK_HDR_SIZE,
+	       "block header is 32 bytes");
+
+enum rkv_block_flags {
+	RKV_BLOCK_F_NONE = 0,
+};
+
+/* ------------------------------------------------------------ slot word */
+
+static inline uint64_t rkv_slot_make(uint64_t off_units, unsigned size_units,
+				     unsigned fp, unsigned ver)
+{
+	return (off_units & ((1ull << RKV_SLOT_OFF_BITS) - 1)) |
+	       ((uint64_t)(size_units & ((1u << RKV_SLOT_SIZE_BITS) - 1))
+		<< RKV_SLOT_SIZE_SHIFT) |
+	       ((uint64_t)(fp & 0xffu) << RKV_SLOT_FP_SHIFT) |
+	       ((uint64_t)(ver & ((1u << RKV_SLOT_VER_BITS) - 1))
+		<< RKV_SLOT_VER_SHIFT);
+}
+
+static inline uint64_t rkv_slot_offset(uint64_t s)
+{
+	return (s & ((1ull << RKV_SLOT_OFF_BITS) - 1)) * RKV_BLOCK_ALIGN;
+}
+
+static inline uint32_t rkv_slot_size(uint64_t s)
+{
+	return (uint32_t)((s >> RKV_SLOT_SIZE_SHIFT) &
+			  ((1u << RKV_SLOT_SIZE_BITS) - 1)) *
+	       RKV_BLOCK_ALIGN;
+}
+
+static inline unsigned rkv_slot_fp(uint64_t s)
+{
+	return (unsigned)(s >> RKV_SLOT_FP_SHIFT) & 0xffu;
+}
+
+static inline unsigned rkv_slot_version(uint64_t s)
+{
+	return (unsigned)(s >> RKV_SLOT_VER_SHIFT) &
+	       ((1u << RKV_SLOT_VER_BITS) - 1);
+}
+
+static inline int rkv_slot_locked(uint64_t s)
+{
+	return (s & RKV_SLOT_LOCK) != 0;
+}
+
+static inline int rkv_slot_empty(uint64_t s)
+{
+	return s == 0;
+}
+
+/* The same block, version bumped, unlocked. */
+static inline uint64_t rkv_slot_bump(uint64_t s)
+{
+	return rkv_slot_make(s & ((1ull << RKV_SLOT_OFF_BITS) - 1),
+			     rkv_slot_size(s) / RKV_BLOCK_ALIGN,
+			     rkv_slot_fp(s), rkv_slot_version(s) + 1);
+}
+
+/* Whether two slot words name the same block (lock and version ignored). */
+static inline int rkv_slot_same_block(uint64_t a, uint64_t b)
+{
+	const uint64_t m = (1ull << RKV_SLOT_VER_SHIFT) - 1;
+
+	return (a & m) == (b & m);
+}
+
+/* ------------------------------------------------------------- blocks */
+
+/* Block size for a key and value, rounded up to 64; 0 if too large. */
+static inline uint32_t rkv_block_size(size_t key_len, size_t val_len)
+{
+	if (key_len > RKV_MAX_KEY || val_len > RKV_MAX_VALUE)
+		return 0;
+	size_t n = RKV_BLOCK_HDR_SIZE + key_len + val_len;
+
+	return (uint32_t)((n + RKV_BLOCK_ALIGN - 1) & ~(size_t)(RKV_BLOCK_ALIGN - 1));
+}
+
+/*
+ * Fill a block at buf (at least rkv_block_size() bytes): header, key,
+ * value, zero padding, checksum.  Returns the block size, 0 if too large.
+ */
+uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
+			  const void *val, size_t val_len, uint32_t writer,
+			  uint64_t version);
+
+/*
+ * Check a block read from the data region: the header's lengths fit in
+ * buf_len, the checksum matches, and (when key is not NULL) the key
+ * matches.  Returns 0, -EBADMSG (torn, reused or garbage), -ESTALE (a valid
+ * block of another key).  On success *val and *val_len point into buf.
+ */
+int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
+		     size_t key_len, const void **val, uint32_t *val_len,
+		     const struct rkv_block_hdr **hdr);
+
+/* --------------------------------------------------------------- hashing */
+
+struct rkv_key_hash {
+	uint64_t h1;     /* first bucket, fingerprint */
+	uint64_t h2;     /* second bucket */
+	uint64_t route;  /* server choice */
+	unsigned fp;
+};
+
+void rkv_key_hash(const void *key, size_t key_len, struct rkv_key_hash *out);
+
+/* The two candidate buckets of a key in a table of nbuckets (power of two).
+ * They always differ when nbuckets >= 2. */
+void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,
+		     uint64_t *b1, uint64_t *b2);
+
+/* Jump consistent hash (Lamping & Veach): a bucket in [0, n). */
+uint32_t rkv_jump_hash(uint64_t key, uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * msg.h - rkv's control messages, carried by SEND/RECV only (the data path
+ * is one-sided).  Every message starts with struct rkv_msg_hdr; all fields
+ * are fixed-width little-endian on the wire; a reply repeats the request's
+ * req_id.  The decoder never trusts a length or count from the wire: it
+ * checks magic, version, type, the exact size of fixed messages and the
+ * count of variable ones against the bytes received.
+ *
+ *   client                                 server
+ *     HELLO (version, flags, name)   ->
+ *                                    <-    HELLO_REPLY (status, client id,
+ *                                          index/data addresses, rkeys,
+ *                                          geometry, lease, grace)
+ *     CHUNK_ALLOC (bytes)            ->
+ *                                    <-    CHUNK_GRANT (status, offset, len)
+ *     BLOCK_RETURN (extents)         ->    (freed after the grace period)
+ *                                    <-    ACK (status)
+ *     CHUNK_RETIRE (offset, len)     ->    (chunk no longer held)
+ *                                    <-    ACK (status)
+ *     STATS                          ->
+ *                                    <-    STATS_REPLY (counters)
+ *   Any request the server cannot take gets ERROR (status, text) and the
+ *   server keeps serving; a malformed message closes that connection.
+ */
+#ifndef RKV_PROTO_MSG_H
+#define RKV_PROTO_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
+#define RKV_PROTO_VERSION 1u
+#define RKV_MSG_MAX 4096u           /* largest control message */
+#define RKV_MSG_HDR_SIZE 16u
+
+enum rkv_msg_type {
+	RKV_MSG_HELLO = 1,
+	RKV_MSG_HELLO_REPLY = 2,
+	RKV_MSG_CHUNK_ALLOC = 3,
+	RKV_MSG_CHUNK_GRANT = 4,
+	RKV_MSG_BLOCK_RETURN = 5,
+	RKV_MSG_CHUNK_RETIRE = 6,
+	RKV_MSG_ACK = 7,
+	RKV_MSG_STATS = 8,
+	RKV_MSG_STATS_REPLY = 9,
+	RKV_MSG_ERROR = 10,
+};
+const char *rkv_msg_type_str(unsigned type);
+
+struct rkv_msg_hdr {
+	uint32_t magic;   /* RKV_PROTO_MAGIC */
+	uint16_t version; /* RKV_PROTO_VERSION */
+	uint16_t type;    /* enum rkv_msg_type */
+	uint32_t len;     /* whole message, header included */
+	uint32_t req_id;  /* echoed in the reply */
+};
+_Static_assert(sizeof(struct rkv_msg_hdr) == RKV_MSG_HDR_SIZE, "hdr size");
+
+enum rkv_hello_flags {
+	RKV_HELLO_READ_ONLY = 1u << 0, /* ask for read-only rkeys */
+};
+
+#define RKV_NAME_MAX 32
+
+struct rkv_msg_hello {
+	uint32_t flags;               /* enum rkv_hello_flags */
+	char name[RKV_NAME_MAX];      /* client name for logs, NUL-padded */
+};
+
+struct rkv_msg_hello_reply {
+	int32_t status;       /* 0 or -errno */
+	uint32_t client_id;   /* unique per server run, never 0 */
+	uint32_t server_id;   /* random per server run */
+	uint32_t index_rkey;
+	uint64_t index_addr;  /* remote address of bucket 0 */
+	uint64_t nbuckets;    /* power of two */
+	uint32_t data_rkey;
+	uint32_t chunk_size;  /* bytes a CHUNK_ALLOC grants by default */
+	uint64_t data_addr;   /* remote address of data offset 0 */
+	uint64_t data_len;
+	uint32_t lease_ms;    /* lock lease */
+	uint32_t grace_ms;    /* block reuse grace period */
+};
+
+struct rkv_msg_chunk_alloc {
+	uint32_t bytes;       /* multiple of 64; 0 = server's chunk size */
+};
+
+struct rkv_msg_chunk_grant {
+	int32_t status;       /* 0 or -ENOSPC / -EPERM */
+	uint64_t offset;      /* data-region offset, 64-byte aligned */
+	uint64_t len;
+};
+
+struct rkv_extent {
+	uint64_t offset;      /* data-region offset, 64-byte aligned */
+	uint32_t len;         /* multiple of 64, <= RKV_MAX_BLOCK */
+};
+
+#define RKV_BLOCK_RETURN_MAX 250 /* extents per message */
+
+struct rkv_msg_block_return {
+	uint32_t count;
+	struct rkv_extent ext[RKV_BLOCK_RETURN_MAX];
+};
+
+struct rkv_msg_chunk_retire {
+	uint64_t offset;
+	uint64_t len;
+};
+
+struct rkv_msg_ack {
+	int32_t status;
+};
+
+struct rkv_msg_stats_reply {
+	uint64_t uptime_ms;
+	uint64_t clients;        /* connected now */
+	uint64_t clients_total;  /* ever connected */
+	uint64_t keys;           /* used slots (last scan) */
+	uint64_t nbuckets;
+	uint64_t data_len;
+	uint64_t data_free;      /* bytes free (not granted, not in grace) */
+	uint64_t data_grace;     /* bytes waiting for their grace period */
+	uint64_t chunks_granted;
+	uint64_t blocks_returned;
+	uint64_t rebuilds;       /* free-space rebuilds after client deaths */
+	uint64_t bad_msgs;       /* malformed messages dropped */
+	uint64_t ctrl_msgs;      /* control messages served */
+};
+
+#define RKV_ERROR_TEXT_MAX 200
+
+struct rkv_msg_error {
+	int32_t status;
+	char text[RKV_ERROR_TEXT_MAX]; /* NUL-terminated */
+};
+
+/* A decoded message (host order). */
+struct rkv_msg {
+	struct rkv_msg_hdr hdr;
+	union {
+		struct rkv_msg_hello hello;
+		struct rkv_msg_hello_reply hello_reply;
+		struct rkv_msg_chunk_alloc chunk_alloc;
+		struct rkv_msg_chunk_grant chunk_grant;
+		struct rkv_msg_block_return block_return;
+		struct rkv_msg_chunk_retire chunk_retire;
+		struct rkv_msg_ack ack;
+		struct rkv_msg_stats_reply stats_reply;
+		struct rkv_msg_error error;
+	} u;
+};
+
+/*
+ * Encode m (type and req_id from m->hdr; magic, version and len are filled
+ * in) into buf.  Returns the wire length (<= RKV_MSG_MAX), or -EINVAL for an
+ * unknown type or a count over its limit, -ENOSPC if cap is too small.
+ */
+int rkv_msg_encode(const struct rkv_msg *m, void *buf, size_t cap);
+
+/*
+ * Decode n received bytes.  Returns 0, -EBADMSG (too short, bad magic, bad
+ * length or count, unterminated text), -EPROTO (another protocol version:
+ * m->hdr.version says which), -EOPNOTSUPP (unknown type).
+ */
+int rkv_msg_decode(const void *buf, size_t n, struct rkv_msg *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
