@@ -18,6 +18,7 @@
 #   client -> proto common
 #   server -> proto common
 
+comma := ,
 CC ?= gcc
 ifeq ($(origin CC),default)
 CC = gcc
@@ -33,7 +34,6 @@ O ?= build/san-$(subst $(comma),-,$(SANITIZE))
 else
 O ?= build
 endif
-comma := ,
 
 CUDA_HOME ?= /usr/local/cuda
 ifeq ($(origin WITH_CUDA),undefined)
@@ -43,7 +43,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
 	-Wstrict-prototypes -Wold-style-definition -Wformat=2 -Wwrite-strings
 override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -MMD -MP \
-	-I. -Icommon -Icommon/transport -Iproto -Itests/lib
+	-I. -Icommon -Icommon/transport -Iproto -Iserver -Iclient -Itests/lib
 ifneq ($(DEBUG),)
 override CFLAGS += -O0 -g3 -DDEBUG
 endif
@@ -67,8 +67,13 @@ COMMON_SRCS := $(wildcard common/*.c common/transport/*.c)
 PROTO_SRCS := $(wildcard proto/*.c)
 TESTLIB_SRCS := $(wildcard tests/lib/*.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+ITEST_SRCS := $(wildcard tests/integration/itest_*.c)
 CONF_SRCS := $(wildcard tests/conformance/*.c)
 BENCH_TP_SRCS := $(wildcard bench/transport/*.c)
+SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
+SERVER_MAIN := $(wildcard server/main.c)
+CLIENT_SRCS := $(wildcard client/*.c)
+CLI_SRCS := $(wildcard tools/rkv.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
 
@@ -76,12 +81,19 @@ COMMON_LIB := $(LIB)/librkv_common.a
 PROTO_LIB := $(LIB)/librkv_proto.a
 TESTLIB := $(LIB)/librkv_testlib.a
 UNIT_BINS := $(patsubst tests/unit/%.c,$(TST)/%,$(UNIT_SRCS))
+ITEST_BINS := $(patsubst tests/integration/%.c,$(TST)/%,$(ITEST_SRCS))
 CONF_BIN := $(if $(CONF_SRCS),$(TST)/conformance)
 BENCH_TP_BIN := $(if $(BENCH_TP_SRCS),$(BIN)/rkv-bench-transport)
+SERVER_LIB := $(if $(SERVER_SRCS),$(LIB)/librkv_server.a)
+SERVER_BIN := $(if $(SERVER_MAIN),$(BIN)/rkv-server)
+CLIENT_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv.a)
+CLIENT_SO := $(if $(CLIENT_SRCS),$(LIB)/librkv.so)
+CLI_BIN := $(if $(and $(CLI_SRCS),$(CLIENT_SRCS)),$(BIN)/rkv)
 
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
-	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(CONF_BIN) \
-	$(BENCH_TP_BIN)
+	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
+	$(BENCH_TP_BIN) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
+	$(CLI_BIN)
 
 .PHONY: all deps test check-rdma bench run clean install
 all: $(ALL_TARGETS)
@@ -102,9 +114,37 @@ $(TESTLIB): $(call obj,$(TESTLIB_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
+$(SERVER_LIB): $(call obj,$(SERVER_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(CLIENT_LIB): $(call obj,$(CLIENT_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# librkv.so: hidden visibility, exported API listed in client/librkv.map.
+$(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
+		-Wl,--version-script=client/librkv.map \
+		-o $@ $^ $(LDLIBS_SYS)
+
+$(BIN)/rkv-server: $(call obj,$(SERVER_MAIN)) $(SERVER_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+$(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(SERVER_LIB) $(CLIENT_LIB) \
+	$(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
 
 $(TST)/%: $(OBJ)/tests/unit/%.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+$(TST)/itest_%: $(OBJ)/tests/integration/itest_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 

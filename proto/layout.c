@@ -39,9 +39,10 @@ uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 	h->writer = writer;
 	h->pad = 0;
 	h->version = version;
+	/* the value may already be in place (rmw callbacks write there) */
+	if (val_len && (const char *)val != p + RKV_BLOCK_HDR_SIZE + key_len)
+		memmove(p + RKV_BLOCK_HDR_SIZE + key_len, val, val_len);
 	memcpy(p + RKV_BLOCK_HDR_SIZE, key, key_len);
-	if (val_len)
-		memcpy(p + RKV_BLOCK_HDR_SIZE + key_len, val, val_len);
 	memset(p + used, 0, size - used);
 	h->checksum = block_checksum(buf, used);
 	return size;

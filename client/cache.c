@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - the location cache: key -> (server, slot address, slot word
+ * last seen, block size, when).  Direct-mapped on the key's second hash;
+ * an entry keeps a copy of its key, so a hit is exact.  An entry may be
+ * trusted to name the key's slot only while it is younger than the grace
+ * period: within it, no block named by the cached word can have been
+ * freed and reused, so an unchanged slot word still holds this key.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "rtime.h"
+
+int cache_init(struct rkv_client *c, unsigned n)
+{
+	unsigned p = 1;
+
+	if (n == 0) {
+		c->cache = NULL;
+		c->cache_n = 0;
+		return 0;
+	}
+	while (p < n && p < (1u << 24))
+		p <<= 1;
+	c->cache = rkv_calloc(p, sizeof(*c->cache));
+	if (!c->cache)
+		return -ENOMEM;
+	c->cache_n = p;
+	return 0;
+}
+
+void cache_fini(struct rkv_client *c)
+{
+	if (!c->cache)
+		return;
+	for (unsigned i = 0; i < c->cache_n; i++)
+		rkv_free(c->cache[i].key);
+	rkv_free(c->cache);
+	c->cache = NULL;
+}
+
+static struct cache_ent *slot_of(struct rkv_client *c, const struct opslot *o)
+{
+	return &c->cache[o->kh.h2 & (c->cache_n - 1)];
+}
+
+struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
+{
+	struct cache_ent *e;
+
+	if (!c->cache_n)
+		return NULL;
+	e = slot_of(c, o);
+	if (!e->key || e->key_len != o->op->key_len ||
+	    e->server != o->srv->idx ||
+	    memcmp(e->key, o->op->key, e->key_len) != 0)
+		return NULL;
+	if (rkv_now_ms() - e->t_ms + 1 >= o->srv->grace_ms)
+		return NULL;
+	return e;
+}
+
+void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
+		 uint64_t slot, uint32_t blk_size)
+{
+	struct cache_ent *e;
+
+	if (!c->cache_n || rkv_slot_empty(slot) || rkv_slot_locked(slot))
+		return;
+	e = slot_of(c, o);
+	if (!e->key || e->key_len != o->op->key_len ||
+	    memcmp(e->key, o->op->key, e->key_len) != 0) {
+		char *k = rkv_malloc(o->op->key_len);
+
+		if (!k)
+			return;
+		memcpy(k, o->op->key, o->op->key_len);
+		rkv_free(e->key);
+		e->key = k;
+		e->key_len = (uint16_t)o->op->key_len;
+	}
+	e->server = (uint16_t)o->srv->idx;
+	e->pos = pos;
+	e->slot_addr = slot_addr(o->srv, o->b[pos / RKV_SLOTS_PER_BUCKET],
+				 pos % RKV_SLOTS_PER_BUCKET);
+	e->slot = slot;
+	e->blk_size = blk_size;
+	e->t_ms = rkv_now_ms();
+}
+
+void cache_drop(struct rkv_client *c, const struct opslot *o)
+{
+	struct cache_ent *e;
+
+	if (!c->cache_n)
+		return;
+	e = slot_of(c, o);
+	if (e->key && e->key_len == o->op->key_len &&
+	    memcmp(e->key, o->op->key, e->key_len) == 0) {
+		rkv_free(e->key);
+		e->key = NULL;
+	}
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_internal.h - librkv's internals: servers, operation slots, the
+ * location cache.  Only files in client/ include it.
+ *
+ * Ownership: a client owns one transport context, one CQ and one local
+ * registered region (struct lmem) carved into per-slot buffers and the
+ * control buffers of every server.  An operation occupies one slot from
+ * rkv_submit until rkv_poll hands it back; a slot is reused only after the
+ * signaled completion of its last round was reaped (RC: it completes after
+ * every earlier WR of the round).
+ */
+#ifndef RKV_CLIENT_CLIENT_INTERNAL_H
+#define RKV_CLIENT_CLIENT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "msg.h"
+#include "rkv.h"
+#include "transport.h"
+
+_Static_assert(RKV_KEY_MAX == RKV_MAX_KEY, "public key limit");
+_Static_assert(RKV_VALUE_MAX == RKV_MAX_VALUE, "public value limit");
+
+#define MAX_SERVERS 256
+#define ROUND_MAX_WR 20       /* WRs in one round of one op */
+#define CTRL_RECVS 4          /* RECVs posted per server */
+#define CTRL_SENDS 4          /* control requests in flight per server */
+#define MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
+#define CHUNKS_MAX 8          /* chunks held per server at once */
+
+/* wr_id tags.  Op rounds use the slot pointer (64-byte aligned) with the
+ * round number in bits 1..5 and bit 0 set on the signaled (last) WR;
+ * control WRs set bit 62 and carry server and buffer index. */
+#define WRID_CTRL (1ull << 62)
+#define WRID_CTRL_RECV (1ull << 61)
+
+struct chunk {
+	uint64_t off;        /* data-region offset */
+	uint64_t len;
+	uint64_t used;       /* bump pointer */
+	unsigned pending;    /* carved blocks not yet published or returned */
+	int active;          /* 1: carving from it; 0: retiring */
+	int in_use;
+};
+
+struct ctrl_req {
+	int busy;
+	uint32_t req_id;
+	unsigned type;       /* request type awaiting a reply */
+	struct rkv_msg *reply_to; /* where a sync caller wants the reply */
+	int *done_flag;
+};
+
+struct server {
+	struct rkv_client *c;
+	unsigned idx;
+	char addr[300];
+	struct rkv_ep *ep;
+	int dead;                 /* -errno once the connection failed */
+	/* geometry from HELLO_REPLY */
+	uint32_t client_id;
+	uint64_t index_addr, nbuckets, data_addr, data_len;
+	uint32_t index_rkey, data_rkey, chunk_size, lease_ms, grace_ms;
+	/* doorbell batching: WRs queued for the next rkv_post */
+	struct rkv_wr *pend_head, *pend_tail;
+	unsigned pend_n;
+	unsigned sq_used;         /* WRs posted and not yet retired */
+	/* control plane */
+	char *ctrl_recv;          /* CTRL_RECVS * RKV_MSG_MAX */
+	char *ctrl_send;          /* CTRL_SENDS * RKV_MSG_MAX */
+	struct ctrl_req req[CTRL_SENDS];
+	uint32_t next_req_id;
+	/* space */
+	struct chunk chunk[CHUNKS_MAX];
+	int chunk_req;            /* a CHUNK_ALLOC is in flight */
+	int space_err;            /* -ENOSPC from the last grant, until ... */
+	uint64_t space_err_ms;    /* ... this time (retry later) */
+	struct rkv_extent *ret;   /* blocks to return */
+	unsigned ret_n, ret_cap;
+	uint64_t ret_oldest_ms;
+};
+
+enum op_state {
+	OP_FREE = 0,   /* slot unused */
+	OP_START,      /* submitted, first round not built yet */
+	OP_IO,         /* a round is posted (or queued for the doorbell) */
+	OP_WAIT_SPACE, /* needs a chunk from the server */
+	OP_WAIT_TIMER, /* rmw backing off on a locked slot */
+	OP_DONE,       /* finished, waiting for rkv_poll to return it */
+};
+
+/* Step of an operation; tells what the round in flight was. */
+enum op_step {
+	ST_GET_CACHED,   /* READ slot word + cached block */
+	ST_BUCKETS,      /* READ both buckets (put also WRITEs its block) */
+	ST_VERIFY,       /* READ candidate blocks to check keys */
+	ST_CAS,          /* put/delete CAS on the target slot */
+	ST_DEL_CACHED,   /* delete: CAS cached slot to empty */
+	ST_INS_CAS,      /* insert: CAS an empty slot */
+	ST_DEDUP_BUCKETS,/* insert: re-read buckets */
+	ST_DEDUP_VERIFY, /* insert: check other copies' keys */
+	ST_DEDUP_UNDO,   /* insert lost: CAS own slot back to empty */
+	ST_LOCK,         /* rmw: CAS-lock (+ READ block when cached) */
+	ST_LOCK_POLL,    /* rmw: READ a locked slot while waiting */
+	ST_RELEASE,      /* rmw: WRITE new block + CAS release */
+};
+
+struct cand {
+	unsigned pos;        /* 0..15: bucket 0 slots, then bucket 1 */
+	uint64_t slot;       /* slot word as read */
+	uint32_t buf_off;    /* where its block lands in the op buffer */
+	int match;           /* verified to hold the key */
+};
+
+struct opslot {
+	/* 64-byte aligned (wr_id tagging) */
+	struct rkv_op *op;
+	struct rkv_client *c;
+	struct server *srv;
+	enum op_state state;
+	enum op_step step;
+	unsigned round;          /* round counter (wr_id bits 1..5) */
+	unsigned round_nwr;      /* WRs in the round in flight */
+	int err;                 /* first error seen in this round */
+	unsigned retries;
+	uint64_t t_start_ns, t_op_ms, t_round_ms;
+	uint64_t deadline_ms;
+	struct rkv_key_hash kh;
+	uint64_t b[2];           /* candidate bucket numbers */
+	/* local buffer (registered): buckets, words, blocks */
+	char *buf;
+	uint32_t lkey;
+	/* state carried between rounds */
+	struct cand cand[MAX_CAND];
+	unsigned ncand;
+	int target;              /* candidate index of the key's slot, -1 */
+	uint64_t expect;         /* slot value a CAS expects */
+	uint64_t newslot;        /* slot value a CAS installs */
+	unsigned slot_pos;       /* position of the slot worked on */
+	uint64_t blk_off;        /* our new block: data offset */
+	uint32_t blk_size;       /* its size (0: none allocated) */
+	int blk_chunk;           /* chunk it was carved from */
+	int blk_written;         /* WRITE already done */
+	uint64_t old_version;    /* version of the block replaced */
+	unsigned vfrom, vend;    /* candidates the verify round read */
+	uint32_t pub_size;       /* size of the block we just published */
+	/* rmw */
+	uint64_t lock_seen;      /* locked value seen while waiting */
+	uint64_t lock_seen_ms;
+	uint64_t lockval;        /* slot value while we hold the lock */
+	int locked;              /* we hold the slot lock */
+	int lock_read;           /* the lock round also READ the block */
+	int release_retry;       /* releasing to retry (stale cache) */
+	int rmw_action;          /* RKV_RMW_* or -errno chosen by fn */
+	size_t rmw_len;          /* value length fn produced */
+	uint64_t rmw_version;    /* version of the block to write */
+	int rmw_parked;          /* waiting for space to commit */
+	int cached;              /* this attempt started from the cache */
+	struct opslot *done_next;
+	struct rkv_wr wr[ROUND_MAX_WR];
+} __attribute__((aligned(64)));
+
+/* Offsets inside an op buffer. */
+#define OB_BUCKETS 0             /* 2 buckets: 128 bytes */
+#define OB_WORD 128              /* 8: slot word / CAS result */
+#define OB_WORD2 136             /* 8: second CAS result */
+#define OB_BLOCKS 192            /* blocks read */
+
+struct cache_ent {
+	char *key;               /* NULL: empty entry */
+	uint16_t key_len;
+	uint16_t server;
+	uint32_t blk_size;
+	uint64_t slot_addr;      /* remote address of the slot word */
+	unsigned pos;            /* position 0..15 */
+	uint64_t slot;           /* slot value last seen */
+	uint64_t t_ms;           /* when it was seen */
+};
+
+struct rkv_client {
+	struct rkv_client_opts opts;
+	struct rkv_tp *tp;
+	struct rkv_cq *cq;
+	/* local registered memory */
+	char *lmem;
+	size_t lmem_len;
+	struct rkv_mr *lmr;
+	size_t op_buf_size;      /* per slot */
+	char *new_blk;           /* per slot new-block buffers */
+	size_t new_blk_size;
+	/* servers */
+	struct server *srv;
+	unsigned nsrv;
+	/* operation slots */
+	struct opslot *slots;
+	unsigned nslots;
+	unsigned inflight;
+	struct opslot *done_head, *done_tail;
+	/* location cache */
+	struct cache_ent *cache;
+	unsigned cache_n;        /* power of two */
+	struct rkv_client_stats st;
+	uint64_t last_ctrl_ms;
+	char addrbuf[300];
+};
+
+/* client.c */
+void clog_(struct rkv_client *c, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int srv_ctrl_send(struct server *s, struct rkv_msg *m, struct rkv_msg *reply,
+		  int *done_flag);
+void srv_fail(struct server *s, int err);
+int client_progress(struct rkv_client *c);
+void srv_flush(struct server *s);
+void srv_queue_wrs(struct server *s, struct rkv_wr *first, unsigned n);
+int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
+		    int *chunk);
+void srv_block_settle(struct server *s, int chunk);
+void srv_block_return(struct server *s, uint64_t off, uint32_t size);
+void srv_ctrl_tick(struct server *s, uint64_t now_ms);
+
+/* ops.c */
+void op_start(struct opslot *o);
+void op_round_done(struct opslot *o);
+void op_timer(struct opslot *o, uint64_t now_ms);
+void op_space_ready(struct opslot *o);
+void op_finish(struct opslot *o, int status);
+
+/* cache.c */
+int cache_init(struct rkv_client *c, unsigned n);
+void cache_fini(struct rkv_client *c);
+struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o);
+void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
+		 uint64_t slot, uint32_t blk_size);
+void cache_drop(struct rkv_client *c, const struct opslot *o);
+
+static inline uint64_t slot_addr(const struct server *s, uint64_t bucket,
+				 unsigned i)
+{
+	return s->index_addr + bucket * RKV_BUCKET_SIZE + i * 8u;
+}
+
+#endif

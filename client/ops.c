@@ -1,0 +1,933 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - the operation state machines: get, put, delete, read-modify-write.
+ *
+ * Each operation is a sequence of rounds; a round is a list of WRs posted in
+ * one doorbell whose last WR is signaled, i.e. one round trip.  The step
+ * (enum op_step) says what the round in flight was; op_round_done() looks
+ * at what came back and builds the next round.  Invariants:
+ *   - a block is immutable once a slot names it; a reader accepts it only
+ *     if checksum and key match, and only if its attempt took less than
+ *     the grace period (after which the block could have been reused);
+ *   - a slot is changed only by CAS, and every change but taking a lock
+ *     bumps its version, so an expected value that went stale never
+ *     matches again;
+ *   - a lock holder writes only a private block until its releasing CAS;
+ *     if its lock was stolen (lease expired) that CAS fails and it retries;
+ *   - put, delete and rmw act on the first copy of the key in scan order
+ *     (bucket 0 slots 0..7, then bucket 1), get returns that copy, and an
+ *     inserter that finds an earlier copy of its key removes its own.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "rtime.h"
+
+#define MAX_RETRIES 100000
+
+static void attempt(struct opslot *o);
+static void rmw_commit(struct opslot *o);
+
+static uint64_t bucket_word(const struct opslot *o, unsigned pos)
+{
+	uint64_t w;
+
+	memcpy(&w, o->buf + OB_BUCKETS + pos * 8u, 8);
+	return w;
+}
+
+static uint64_t word_at(const struct opslot *o, unsigned off)
+{
+	uint64_t w;
+
+	memcpy(&w, o->buf + off, 8);
+	return w;
+}
+
+static uint64_t pos_addr(const struct opslot *o, unsigned pos)
+{
+	return slot_addr(o->srv, o->b[pos / RKV_SLOTS_PER_BUCKET],
+			 pos % RKV_SLOTS_PER_BUCKET);
+}
+
+static char *new_blk_buf(const struct opslot *o)
+{
+	struct rkv_client *c = o->c;
+
+	return c->new_blk + (size_t)(o - c->slots) * c->new_blk_size;
+}
+
+/* ------------------------------------------------------------- rounds */
+
+/* WRs of the round being built live in o->wr[0 .. o->round_nwr). */
+static void rd(struct opslot *o, unsigned local_off, uint64_t raddr,
+	       uint32_t rkey, uint32_t len)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_READ, .local = o->buf + local_off,
+		.length = len, .lkey = o->lkey, .remote_addr = raddr,
+		.rkey = rkey };
+}
+
+static void cas(struct opslot *o, uint64_t raddr, uint64_t expect,
+		uint64_t swap)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_CAS, .local = o->buf + OB_WORD, .length = 8,
+		.lkey = o->lkey, .remote_addr = raddr,
+		.rkey = o->srv->index_rkey, .compare_add = expect,
+		.swap = swap };
+}
+
+static void wr_block(struct opslot *o)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
+		.length = o->blk_size, .lkey = o->lkey,
+		.remote_addr = o->srv->data_addr + o->blk_off,
+		.rkey = o->srv->data_rkey };
+	o->blk_written = 1;
+}
+
+static void round_begin(struct opslot *o)
+{
+	o->round_nwr = 0;
+}
+
+static void post_round(struct opslot *o, enum op_step step)
+{
+	uint64_t tag = ((uint64_t)(++o->round & 31)) << 1;
+	unsigned n = o->round_nwr;
+
+	for (unsigned i = 0; i < n; i++) {
+		o->wr[i].wr_id = (uint64_t)(uintptr_t)o | tag;
+		o->wr[i].flags = 0;
+	}
+	o->wr[n - 1].wr_id |= 1;
+	o->wr[n - 1].flags = RKV_WR_SIGNALED;
+	o->step = step;
+	o->state = OP_IO;
+	o->op->rtts++;
+	srv_queue_wrs(o->srv, o->wr, n);
+}
+
+static void read_buckets(struct opslot *o, int with_block)
+{
+	round_begin(o);
+	if (with_block)
+		wr_block(o);
+	rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0), o->srv->index_rkey,
+	   RKV_BUCKET_SIZE);
+	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
+	   o->srv->index_rkey, RKV_BUCKET_SIZE);
+	o->t_round_ms = rkv_now_ms();
+	post_round(o, ST_BUCKETS);
+}
+
+static void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
+		      enum op_step step)
+{
+	o->expect = expect;
+	o->newslot = swap;
+	round_begin(o);
+	cas(o, pos_addr(o, o->slot_pos), expect, swap);
+	post_round(o, step);
+}
+
+/* -------------------------------------------------------- completion */
+
+static struct rkv_op_stats *stats_of(struct opslot *o)
+{
+	struct rkv_client_stats *st = &o->c->st;
+
+	switch (o->op->type) {
+	case RKV_OP_GET: return &st->get;
+	case RKV_OP_PUT: return &st->put;
+	case RKV_OP_DELETE: return &st->del;
+	default: return &st->rmw;
+	}
+}
+
+/* Our new block will never be published: give its space back. */
+static void drop_new_block(struct opslot *o)
+{
+	if (!o->blk_size)
+		return;
+	srv_block_return(o->srv, o->blk_off, o->blk_size);
+	srv_block_settle(o->srv, o->blk_chunk);
+	o->blk_size = 0;
+	o->blk_written = 0;
+}
+
+void op_finish(struct opslot *o, int status)
+{
+	struct rkv_client *c = o->c;
+	struct rkv_op_stats *st = stats_of(o);
+
+	if (o->state == OP_DONE || o->state == OP_FREE)
+		return;
+	drop_new_block(o);
+	o->op->status = status;
+	o->op->latency_ns = rkv_now_ns() - o->t_start_ns;
+	st->ops++;
+	st->rtts += o->op->rtts;
+	st->retries += o->retries;
+	if (status && status != -ENOENT)
+		st->errors++;
+	o->state = OP_DONE;
+	o->done_next = NULL;
+	if (c->done_tail)
+		c->done_tail->done_next = o;
+	else
+		c->done_head = o;
+	c->done_tail = o;
+}
+
+/* Restart the operation after a lost race or a stale read. */
+static void retry(struct opslot *o)
+{
+	o->retries++;
+	if (o->retries > MAX_RETRIES || rkv_now_ms() > o->deadline_ms) {
+		op_finish(o, -ETIMEDOUT);
+		return;
+	}
+	attempt(o);
+}
+
+/* The attempt has run longer than the grace period: what it read may
+ * have been freed and reused since. */
+static int too_slow(struct opslot *o)
+{
+	return rkv_now_ms() - o->t_round_ms >= o->srv->grace_ms;
+}
+
+/* --------------------------------------------------------- candidates */
+
+/* Slots whose fingerprint matches, in scan order, skipping position skip
+ * (or -1). */
+static void collect(struct opslot *o, int skip)
+{
+	o->ncand = 0;
+	for (unsigned pos = 0; pos < MAX_CAND; pos++) {
+		uint64_t w = bucket_word(o, pos);
+
+		if ((int)pos == skip || rkv_slot_empty(w) ||
+		    rkv_slot_fp(w) != o->kh.fp)
+			continue;
+		o->cand[o->ncand++] = (struct cand){ .pos = pos, .slot = w };
+	}
+}
+
+/*
+ * Post a round reading candidate blocks from index from on, as many as fit
+ * the op buffer.  Returns 1 when posted, 0 when nothing is left to read,
+ * -EMSGSIZE when a block is larger than this client's buffers.
+ */
+static int read_cands(struct opslot *o, unsigned from, enum op_step step)
+{
+	uint32_t room = (uint32_t)(o->c->op_buf_size - OB_BLOCKS), off = 0;
+	unsigned i;
+
+	round_begin(o);
+	for (i = from; i < o->ncand; i++) {
+		struct cand *cd = &o->cand[i];
+		uint32_t sz = rkv_slot_size(cd->slot);
+
+		cd->match = 0;
+		if (rkv_slot_offset(cd->slot) + sz > o->srv->data_len) {
+			cd->buf_off = UINT32_MAX; /* names no valid block */
+			continue;
+		}
+		if (sz > room - off || o->round_nwr == ROUND_MAX_WR)
+			break;
+		cd->buf_off = OB_BLOCKS + off;
+		rd(o, OB_BLOCKS + off,
+		   o->srv->data_addr + rkv_slot_offset(cd->slot),
+		   o->srv->data_rkey, sz);
+		off += sz;
+	}
+	o->vfrom = from;
+	o->vend = i;
+	if (o->round_nwr == 0)
+		return i < o->ncand ? -EMSGSIZE : 0;
+	post_round(o, step);
+	return 1;
+}
+
+/* Check candidates [vfrom, vend).  Returns the first match's index, -1 for
+ * none, -2 when a block is torn or garbage (the attempt must restart). */
+static int check_cands(struct opslot *o)
+{
+	int first = -1;
+
+	for (unsigned i = o->vfrom; i < o->vend; i++) {
+		struct cand *cd = &o->cand[i];
+		int rc;
+
+		if (cd->buf_off == UINT32_MAX)
+			continue;
+		rc = rkv_block_decode(o->buf + cd->buf_off,
+				      rkv_slot_size(cd->slot), o->op->key,
+				      o->op->key_len, NULL, NULL, NULL);
+		if (rc == -EBADMSG)
+			return -2;
+		if (rc == 0) {
+			cd->match = 1;
+			if (first < 0)
+				first = (int)i;
+		}
+	}
+	return first;
+}
+
+/* ------------------------------------------------------------- blocks */
+
+/* Carve space for our new block and encode it.  Returns 0, -EAGAIN (the
+ * op is parked until a chunk arrives), or -errno. */
+static int make_block(struct opslot *o, const void *val, size_t val_len,
+		      uint64_t version)
+{
+	uint32_t size = rkv_block_size(o->op->key_len, val_len);
+	int rc;
+
+	if (!size)
+		return -EMSGSIZE;
+	if (o->blk_size && o->blk_size != size)
+		drop_new_block(o);
+	if (!o->blk_size) {
+		rc = srv_block_alloc(o->srv, size, &o->blk_off, &o->blk_chunk);
+		if (rc == -EAGAIN) {
+			o->state = OP_WAIT_SPACE;
+			return rc;
+		}
+		if (rc)
+			return rc;
+		o->blk_size = size;
+	}
+	rkv_block_encode(new_blk_buf(o), o->op->key, o->op->key_len, val,
+			 val_len, o->srv->client_id, version);
+	o->blk_written = 0;
+	return 0;
+}
+
+static uint64_t new_slot_word(const struct opslot *o, uint64_t prev)
+{
+	return rkv_slot_make(o->blk_off / RKV_BLOCK_ALIGN,
+			     o->blk_size / RKV_BLOCK_ALIGN, o->kh.fp,
+			     rkv_slot_version(prev) + 1);
+}
+
+/* The block named by a slot we replaced is unlinked: return it. */
+static void unlink_block(struct opslot *o, uint64_t old)
+{
+	if (!rkv_slot_empty(old))
+		srv_block_return(o->srv, rkv_slot_offset(old),
+				 rkv_slot_size(old));
+}
+
+/* Our block is now named by a slot. */
+static void published(struct opslot *o)
+{
+	srv_block_settle(o->srv, o->blk_chunk);
+	o->pub_size = o->blk_size;
+	o->blk_size = 0;
+	o->blk_written = 0;
+}
+
+/* Insert our block into the first empty slot in scan order (chaining the
+ * block WRITE before the CAS when it was not written yet). */
+static void insert(struct opslot *o)
+{
+	int pos = -1;
+
+	for (unsigned p = 0; p < MAX_CAND; p++) {
+		if (rkv_slot_empty(bucket_word(o, p))) {
+			pos = (int)p;
+			break;
+		}
+	}
+	if (pos < 0) {
+		op_finish(o, -ENOSPC);
+		return;
+	}
+	o->slot_pos = (unsigned)pos;
+	o->expect = 0;
+	o->newslot = new_slot_word(o, 0);
+	round_begin(o);
+	if (!o->blk_written)
+		wr_block(o);
+	cas(o, pos_addr(o, o->slot_pos), 0, o->newslot);
+	post_round(o, ST_INS_CAS);
+}
+
+/* Run the rmw callback; its value lands where our new block's value goes. */
+static void call_fn(struct opslot *o, const void *old, uint32_t old_len)
+{
+	int act;
+
+	o->rmw_len = 0;
+	act = o->op->fn(old, old_len,
+			new_blk_buf(o) + RKV_BLOCK_HDR_SIZE + o->op->key_len,
+			o->c->opts.max_value, &o->rmw_len, o->op->fn_arg);
+	if (act > RKV_RMW_DELETE)
+		act = -EINVAL;
+	o->rmw_action = act;
+}
+
+/* The key is absent (the buckets, and candidates if any, were read). */
+static void absent(struct opslot *o)
+{
+	switch (o->op->type) {
+	case RKV_OP_PUT:
+		insert(o);
+		return;
+	case RKV_OP_RMW:
+		o->locked = 0;
+		o->rmw_version = 1;
+		call_fn(o, NULL, 0);
+		rmw_commit(o);
+		return;
+	default:
+		op_finish(o, -ENOENT);
+	}
+}
+
+/* -------------------------------------------------------------- steps */
+
+static void deliver_get(struct opslot *o, const char *blk, uint32_t size,
+			unsigned pos, uint64_t slot)
+{
+	const void *v;
+	uint32_t vl;
+
+	if (rkv_block_decode(blk, size, o->op->key, o->op->key_len, &v, &vl,
+			     NULL)) {
+		cache_drop(o->c, o);
+		retry(o);
+		return;
+	}
+	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size);
+	o->op->out_len = vl;
+	if (vl > o->op->buf_cap) {
+		op_finish(o, -ENOBUFS);
+		return;
+	}
+	if (vl)
+		memcpy(o->op->buf, v, vl);
+	op_finish(o, 0);
+}
+
+/* CAS the slot at o->slot_pos from expect to lockval; with read_block,
+ * READ expect's block in the same doorbell (valid if the CAS succeeds). */
+static void lock_round(struct opslot *o, uint64_t expect, uint64_t lockval,
+		       int read_block)
+{
+	uint32_t sz = rkv_slot_size(expect);
+
+	if (read_block && sz > o->c->op_buf_size - OB_BLOCKS) {
+		op_finish(o, -EMSGSIZE);
+		return;
+	}
+	o->expect = expect;
+	o->lockval = lockval;
+	o->lock_read = read_block;
+	round_begin(o);
+	cas(o, pos_addr(o, o->slot_pos), expect, lockval);
+	if (read_block)
+		rd(o, OB_BLOCKS, o->srv->data_addr + rkv_slot_offset(expect),
+		   o->srv->data_rkey, sz);
+	post_round(o, ST_LOCK);
+}
+
+static void wait_lock(struct opslot *o, uint64_t seen)
+{
+	o->c->st.lock_waits++;
+	o->lock_seen = seen;
+	o->lock_seen_ms = rkv_now_ms();
+	o->t_round_ms = o->lock_seen_ms;
+	o->state = OP_WAIT_TIMER;
+}
+
+static void attempt(struct opslot *o)
+{
+	struct cache_ent *ce;
+
+	o->ncand = 0;
+	o->target = -1;
+	o->locked = 0;
+	o->cached = 0;
+	o->release_retry = 0;
+	o->rmw_parked = 0;
+	o->t_round_ms = rkv_now_ms();
+	ce = cache_find(o->c, o);
+	if (ce)
+		o->slot_pos = ce->pos;
+	switch (o->op->type) {
+	case RKV_OP_GET:
+		if (ce && ce->blk_size <= o->c->op_buf_size - OB_BLOCKS) {
+			o->c->st.cache_hits++;
+			o->cached = 1;
+			o->expect = ce->slot;
+			round_begin(o);
+			rd(o, OB_WORD, ce->slot_addr, o->srv->index_rkey, 8);
+			rd(o, OB_BLOCKS,
+			   o->srv->data_addr + rkv_slot_offset(ce->slot),
+			   o->srv->data_rkey, ce->blk_size);
+			post_round(o, ST_GET_CACHED);
+			return;
+		}
+		break;
+	case RKV_OP_PUT:
+		if (!o->blk_size) {
+			int rc = make_block(o, o->op->val, o->op->val_len, 0);
+
+			if (rc == -EAGAIN)
+				return;
+			if (rc) {
+				op_finish(o, rc);
+				return;
+			}
+		}
+		if (ce)
+			o->c->st.cache_hits++;
+		else
+			o->c->st.cache_misses++;
+		read_buckets(o, !o->blk_written);
+		return;
+	case RKV_OP_DELETE:
+		if (ce) {
+			o->c->st.cache_hits++;
+			o->cached = 1;
+			cas_round(o, ce->slot, 0, ST_DEL_CACHED);
+			return;
+		}
+		break;
+	case RKV_OP_RMW:
+		if (ce) {
+			o->c->st.cache_hits++;
+			o->cached = 1;
+			lock_round(o, ce->slot, ce->slot | RKV_SLOT_LOCK, 1);
+			return;
+		}
+		break;
+	}
+	o->c->st.cache_misses++;
+	read_buckets(o, 0);
+}
+
+void op_start(struct opslot *o)
+{
+	struct rkv_op *op = o->op;
+	struct rkv_client *c = o->c;
+
+	rkv_key_hash(op->key, op->key_len, &o->kh);
+	o->srv = &c->srv[rkv_jump_hash(o->kh.route, c->nsrv)];
+	o->t_op_ms = rkv_now_ms();
+	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
+	o->retries = 0;
+	o->blk_size = 0;
+	o->blk_written = 0;
+	op->rtts = 0;
+	op->out_len = 0;
+	o->state = OP_IO;
+	if (o->srv->dead) {
+		op_finish(o, o->srv->dead);
+		return;
+	}
+	rkv_key_buckets(&o->kh, o->srv->nbuckets, &o->b[0], &o->b[1]);
+	attempt(o);
+}
+
+void op_space_ready(struct opslot *o)
+{
+	o->state = OP_IO;
+	if (o->rmw_parked)
+		rmw_commit(o);
+	else
+		attempt(o);
+}
+
+void op_timer(struct opslot *o, uint64_t now_ms)
+{
+	if (now_ms > o->deadline_ms) {
+		o->state = OP_IO;
+		op_finish(o, -ETIMEDOUT);
+		return;
+	}
+	if (o->state == OP_WAIT_SPACE) {
+		if (!o->srv->chunk_req)
+			op_space_ready(o);
+		return;
+	}
+	/* OP_WAIT_TIMER: look at the locked slot again after ~lease/8 */
+	uint32_t step = o->srv->lease_ms / 8 ? o->srv->lease_ms / 8 : 1;
+
+	if (now_ms - o->t_round_ms < step)
+		return;
+	o->t_round_ms = now_ms;
+	round_begin(o);
+	rd(o, OB_WORD, pos_addr(o, o->slot_pos), o->srv->index_rkey, 8);
+	post_round(o, ST_LOCK_POLL);
+}
+
+/* --------------------------------------------------------------- rmw */
+
+/*
+ * Apply the callback's decision (o->rmw_action, value already in place in
+ * our new-block buffer): with the lock held, post the releasing round
+ * (WRITE new block + CAS lockval -> new slot, or CAS to empty, or CAS to
+ * the same block with the version bumped); for an absent key, insert.
+ */
+static void rmw_commit(struct opslot *o)
+{
+	int act = o->rmw_action;
+
+	o->rmw_parked = 0;
+	if (act == RKV_RMW_WRITE) {
+		int rc = o->rmw_len > o->c->opts.max_value ? -EMSGSIZE :
+			 make_block(o, new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
+					       o->op->key_len,
+				    o->rmw_len, o->rmw_version);
+
+		if (rc == -EAGAIN) {
+			o->rmw_parked = 1;
+			return;
+		}
+		if (rc)
+			act = o->rmw_action = rc;
+	}
+	if (!o->locked) {
+		if (act == RKV_RMW_WRITE)
+			insert(o);
+		else
+			op_finish(o, act < 0 ? act : 0);
+		return;
+	}
+	round_begin(o);
+	if (act == RKV_RMW_WRITE) {
+		o->newslot = new_slot_word(o, o->lockval);
+		wr_block(o);
+	} else if (act == RKV_RMW_DELETE) {
+		o->newslot = 0;
+	} else {
+		o->newslot = rkv_slot_bump(o->lockval);
+	}
+	o->expect = o->lockval;
+	cas(o, pos_addr(o, o->slot_pos), o->lockval, o->newslot);
+	post_round(o, ST_RELEASE);
+}
+
+static void rmw_locked(struct opslot *o, const char *blk, uint32_t size)
+{
+	const void *v;
+	uint32_t vl;
+	const struct rkv_block_hdr *h;
+
+	o->locked = 1;
+	if (rkv_block_decode(blk, size, o->op->key, o->op->key_len, &v, &vl,
+			     &h)) {
+		/* not our key after all (stale cache): unlock and retry */
+		o->release_retry = 1;
+		o->rmw_action = RKV_RMW_KEEP;
+		rmw_commit(o);
+		return;
+	}
+	o->rmw_version = h->version + 1;
+	call_fn(o, v, vl);
+	if (o->rmw_action < 0) {
+		/* abort: release unchanged, then report the error */
+		int err = o->rmw_action;
+
+		o->rmw_action = RKV_RMW_KEEP;
+		rmw_commit(o);
+		o->rmw_action = err;
+		return;
+	}
+	rmw_commit(o);
+}
+
+/* -------------------------------------------------------- dispatcher */
+
+static void after_buckets(struct opslot *o)
+{
+	int rc;
+
+	if (o->op->type == RKV_OP_PUT) {
+		struct cache_ent *ce = cache_find(o->c, o);
+
+		if (ce && bucket_word(o, ce->pos) == ce->slot) {
+			/* slot unchanged since we saw our key in it */
+			o->slot_pos = ce->pos;
+			cas_round(o, ce->slot, new_slot_word(o, ce->slot),
+				  ST_CAS);
+			return;
+		}
+	}
+	collect(o, -1);
+	rc = o->ncand ? read_cands(o, 0, ST_VERIFY) : 0;
+	if (rc < 0)
+		op_finish(o, rc);
+	else if (rc == 0)
+		absent(o);
+}
+
+static void after_verify(struct opslot *o)
+{
+	int first, rc;
+
+	if (too_slow(o)) {
+		retry(o);
+		return;
+	}
+	first = check_cands(o);
+	if (first == -2) {
+		retry(o);
+		return;
+	}
+	if (first < 0) {
+		rc = o->vend < o->ncand ? read_cands(o, o->vend, ST_VERIFY) : 0;
+		if (rc < 0)
+			op_finish(o, rc);
+		else if (rc == 0)
+			absent(o);
+		return;
+	}
+	struct cand *cd = &o->cand[first];
+
+	o->slot_pos = cd->pos;
+	o->target = first;
+	switch (o->op->type) {
+	case RKV_OP_GET:
+		deliver_get(o, o->buf + cd->buf_off, rkv_slot_size(cd->slot),
+			    cd->pos, cd->slot);
+		return;
+	case RKV_OP_PUT:
+		cas_round(o, cd->slot, new_slot_word(o, cd->slot), ST_CAS);
+		return;
+	case RKV_OP_DELETE:
+		cas_round(o, cd->slot, 0, ST_CAS);
+		return;
+	case RKV_OP_RMW:
+		if (rkv_slot_locked(cd->slot)) {
+			wait_lock(o, cd->slot);
+			return;
+		}
+		/* the verified block stays valid if the lock CAS succeeds */
+		lock_round(o, cd->slot, cd->slot | RKV_SLOT_LOCK, 0);
+		return;
+	}
+}
+
+static void after_cas(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+
+	if (w != o->expect) {
+		if (o->op->type == RKV_OP_DELETE)
+			cache_drop(o->c, o);
+		retry(o);
+		return;
+	}
+	unlink_block(o, o->expect);
+	if (o->op->type != RKV_OP_DELETE) {
+		published(o);
+		cache_store(o->c, o, o->slot_pos, o->newslot, o->pub_size);
+		op_finish(o, 0);
+		return;
+	}
+	cache_drop(o->c, o);
+	/* remove later copies of the key left by racing inserts */
+	for (unsigned i = (unsigned)o->target + 1; i < o->vend; i++) {
+		if (o->cand[i].match == 1) {
+			o->cand[i].match = 0;
+			o->target = (int)i;
+			o->slot_pos = o->cand[i].pos;
+			cas_round(o, o->cand[i].slot, 0, ST_CAS);
+			return;
+		}
+	}
+	op_finish(o, 0);
+}
+
+void op_round_done(struct opslot *o)
+{
+	uint64_t w;
+	int rc;
+
+	switch (o->step) {
+	case ST_GET_CACHED:
+		w = word_at(o, OB_WORD);
+		if (!too_slow(o) && !rkv_slot_empty(w) &&
+		    rkv_slot_same_block(w, o->expect)) {
+			deliver_get(o, o->buf + OB_BLOCKS,
+				    rkv_slot_size(o->expect), o->slot_pos, w);
+			return;
+		}
+		cache_drop(o->c, o);
+		read_buckets(o, 0);
+		return;
+
+	case ST_BUCKETS:
+		after_buckets(o);
+		return;
+
+	case ST_VERIFY:
+		after_verify(o);
+		return;
+
+	case ST_CAS:
+		after_cas(o);
+		return;
+
+	case ST_DEL_CACHED:
+		w = word_at(o, OB_WORD);
+		cache_drop(o->c, o);
+		if (w == o->expect) {
+			unlink_block(o, w);
+			op_finish(o, 0);
+			return;
+		}
+		read_buckets(o, 0);
+		return;
+
+	case ST_INS_CAS:
+		if (word_at(o, OB_WORD) != 0) {
+			retry(o);
+			return;
+		}
+		/* ours now; look for a racing insert of the same key */
+		published(o);
+		o->t_round_ms = rkv_now_ms();
+		round_begin(o);
+		rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0),
+		   o->srv->index_rkey, RKV_BUCKET_SIZE);
+		rd(o, OB_BUCKETS + RKV_BUCKET_SIZE,
+		   slot_addr(o->srv, o->b[1], 0), o->srv->index_rkey,
+		   RKV_BUCKET_SIZE);
+		post_round(o, ST_DEDUP_BUCKETS);
+		return;
+
+	case ST_DEDUP_BUCKETS: {
+		unsigned n = 0;
+
+		/* only copies before ours matter: later ones withdraw */
+		collect(o, (int)o->slot_pos);
+		for (unsigned i = 0; i < o->ncand; i++)
+			if (o->cand[i].pos < o->slot_pos)
+				o->cand[n++] = o->cand[i];
+		o->ncand = n;
+		rc = n ? read_cands(o, 0, ST_DEDUP_VERIFY) : 0;
+		if (rc <= 0) {
+			cache_store(o->c, o, o->slot_pos, o->newslot,
+				    o->pub_size);
+			op_finish(o, 0);
+		}
+		return;
+	}
+
+	case ST_DEDUP_VERIFY:
+		if (check_cands(o) < 0) {
+			cache_store(o->c, o, o->slot_pos, o->newslot,
+				    o->pub_size);
+			op_finish(o, 0);
+			return;
+		}
+		/* an earlier copy exists: withdraw ours, redo the op on it */
+		cas_round(o, o->newslot, 0, ST_DEDUP_UNDO);
+		return;
+
+	case ST_DEDUP_UNDO:
+		w = word_at(o, OB_WORD);
+		if (w == o->expect) {
+			unlink_block(o, w);
+			retry(o);
+			return;
+		}
+		/* a delete removed our copy meanwhile: done */
+		op_finish(o, 0);
+		return;
+
+	case ST_LOCK:
+		w = word_at(o, OB_WORD);
+		if (w == o->expect) {
+			if (o->lock_read) {
+				rmw_locked(o, o->buf + OB_BLOCKS,
+					   rkv_slot_size(o->expect));
+			} else {
+				struct cand *cd = &o->cand[o->target];
+
+				rmw_locked(o, o->buf + cd->buf_off,
+					   rkv_slot_size(cd->slot));
+			}
+			return;
+		}
+		if (rkv_slot_locked(w) && rkv_slot_same_block(w, o->expect)) {
+			wait_lock(o, w);
+			return;
+		}
+		if (o->cached)
+			cache_drop(o->c, o);
+		retry(o);
+		return;
+
+	case ST_LOCK_POLL:
+		w = word_at(o, OB_WORD);
+		if (w == o->lock_seen) {
+			if (rkv_now_ms() - o->lock_seen_ms >= o->srv->lease_ms) {
+				/* lease over: take the lock over */
+				o->c->st.lock_steals++;
+				lock_round(o, w,
+					   rkv_slot_bump(w) | RKV_SLOT_LOCK, 1);
+				return;
+			}
+			o->state = OP_WAIT_TIMER;
+			return;
+		}
+		if (rkv_slot_same_block(w, o->lock_seen) && !rkv_slot_empty(w)) {
+			if (!rkv_slot_locked(w)) {
+				/* released unchanged: lock it, read block */
+				lock_round(o, w, w | RKV_SLOT_LOCK, 1);
+				return;
+			}
+			/* locked again by someone else: new lease */
+			wait_lock(o, w);
+			return;
+		}
+		retry(o);
+		return;
+
+	case ST_RELEASE:
+		w = word_at(o, OB_WORD);
+		o->locked = 0;
+		if (o->release_retry) {
+			cache_drop(o->c, o);
+			retry(o);
+			return;
+		}
+		if (w != o->expect) {
+			/* our lock was stolen: nothing of ours was published */
+			drop_new_block(o);
+			retry(o);
+			return;
+		}
+		if (o->rmw_action == RKV_RMW_WRITE) {
+			unlink_block(o, o->expect);
+			published(o);
+			cache_store(o->c, o, o->slot_pos, o->newslot,
+				    o->pub_size);
+			op_finish(o, 0);
+		} else if (o->rmw_action == RKV_RMW_DELETE) {
+			unlink_block(o, o->expect);
+			cache_drop(o->c, o);
+			op_finish(o, 0);
+		} else {
+			cache_store(o->c, o, o->slot_pos, o->newslot,
+				    rkv_slot_size(o->newslot));
+			op_finish(o, o->rmw_action < 0 ? o->rmw_action : 0);
+		}
+		return;
+	}
+}

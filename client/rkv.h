@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rkv.h - librkv, the rkv client library.
+ *
+ * A client connects to one or more rkv servers and does every get, put,
+ * delete and read-modify-write itself with one-sided operations on the
+ * servers' registered regions; the servers' CPUs only hand out geometry,
+ * rkeys and memory chunks over the control plane.  Keys are routed to
+ * servers by jump consistent hashing on xxh3.
+ *
+ * Round trips (RTTs) per operation on a quiet system:
+ *   get       1 with the key's location cached, 2 cold
+ *   put       2 with the location cached (block WRITE in parallel with the
+ *             slot READ, then CAS); 3 cold for a present key (buckets, the
+ *             candidate block to check the key, CAS); 3 for an insert
+ *             (buckets, CAS an empty slot, re-read buckets for a racing
+ *             insert of the same key)
+ *   delete    1 cached (CAS to empty), 3 cold
+ *   rmw       2 cached (CAS-lock chained with the block READ; WRITE new
+ *             block chained with the releasing CAS), 4 cold
+ *   mget      2 in total for N keys on one server
+ * rkv_client_stats() reports the RTTs each kind of operation took.
+ *
+ * Consistency: per key, get/put/delete/rmw are linearizable; every block
+ * read is checked (checksum and key), so a torn or reused block is never
+ * returned; an acknowledged put is visible to every later get.
+ *
+ * Errors are -errno: -ENOENT (no such key), -ENOSPC (index or memory full),
+ * -EMSGSIZE (key over RKV_MAX_KEY or value over RKV_MAX_VALUE bytes),
+ * -EINVAL (empty key, bad arguments), -ENOBUFS (get buffer too small; the
+ * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
+ * -EPROTO (server speaks another protocol version).
+ *
+ * Thread safety: a struct rkv_client is used by one thread at a time (the
+ * caller serializes); use one client per thread for parallelism.  The
+ * library never prints and never exits; it logs only through the optional
+ * callback in the options.
+ */
+#ifndef RKV_CLIENT_RKV_H
+#define RKV_CLIENT_RKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_KEY_MAX 1024u                  /* bytes; = RKV_MAX_KEY */
+#define RKV_VALUE_MAX 261024u            /* bytes; = RKV_MAX_VALUE */
+
+struct rkv_client;
+
+/* Optional log callback: level 0 debug .. 3 error. */
+typedef void (*rkv_client_log_fn)(int level, const char *msg, void *arg);
+
+struct rkv_client_opts {
+	size_t opts_size;          /* sizeof(struct rkv_client_opts) */
+	const char *servers;       /* "tcp://h:p,tcp://h:p"; or NULL and: */
+	const char *cluster_file;  /* one address per line, # comments */
+	const char *name;          /* shown in server logs; default "rkv" */
+	unsigned timeout_ms;       /* per operation; default 5000 */
+	unsigned connect_timeout_ms; /* default 5000 */
+	unsigned max_inflight;     /* pipelined ops at once; default 64 */
+	unsigned cache_entries;    /* location cache size; default 65536 */
+	unsigned max_value;        /* largest value this client handles;
+				    * sizes its registered buffers; default
+				    * RKV_VALUE_MAX */
+	int read_only;             /* ask for read-only access */
+	const char *device;        /* verbs overrides (NULL, 0, -1 choose) */
+	int port;
+	int gid_index;
+	rkv_client_log_fn log_fn;  /* NULL: no logging */
+	void *log_arg;
+};
+
+/* Fill opts with defaults. */
+void rkv_client_opts_init(struct rkv_client_opts *opts);
+
+/*
+ * Connect to every server in opts (all of them, or fail).  Returns 0,
+ * -EINVAL (no servers, bad address, bad opts), -ECONNREFUSED, -ETIMEDOUT,
+ * -EPROTO (protocol version mismatch), -ENOMEM, or a transport -errno.
+ * The caller frees the client with rkv_client_destroy().
+ */
+int rkv_client_create(const struct rkv_client_opts *opts,
+		      struct rkv_client **out);
+
+/* Finish returning freed blocks, disconnect, free.  Accepts NULL.
+ * Operations still in flight are abandoned. */
+void rkv_client_destroy(struct rkv_client *c);
+
+/* Number of servers and the address of server i. */
+unsigned rkv_client_nservers(const struct rkv_client *c);
+const char *rkv_client_server_addr(const struct rkv_client *c, unsigned i);
+/* The server index a key routes to. */
+unsigned rkv_client_route(const struct rkv_client *c, const void *key,
+			  size_t key_len);
+
+/*
+ * Read key into buf (cap bytes).  On success returns 0 and sets *val_len.
+ * -ENOENT when absent; -ENOBUFS when cap is too small (*val_len then says
+ * how much is needed).
+ */
+int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
+	    size_t cap, size_t *val_len);
+
+/* Insert or replace.  Returns 0 once the value is visible to every later
+ * get; -ENOSPC, -EMSGSIZE, -EINVAL, -ETIMEDOUT, -ECONNRESET. */
+int rkv_put(struct rkv_client *c, const void *key, size_t key_len,
+	    const void *val, size_t val_len);
+
+/* Remove.  Returns 0, or -ENOENT when absent. */
+int rkv_delete(struct rkv_client *c, const void *key, size_t key_len);
+
+/*
+ * Read-modify-write callback.  old/old_len is the current value (old is
+ * NULL when the key is absent).  Write the new value into out (out_cap
+ * bytes, at least RKV_VALUE_MAX) and set *out_len, then return
+ * RKV_RMW_WRITE; return RKV_RMW_KEEP to leave the value as it is (or
+ * absent), RKV_RMW_DELETE to delete the key, or a -errno to abort: the
+ * operation then returns it and changes nothing.  The callback may run
+ * more than once (after a lost race or a stolen lock); only the last
+ * run's result is applied.  It must be quick: the slot's lock lease runs.
+ */
+#define RKV_RMW_WRITE 0
+#define RKV_RMW_KEEP 1
+#define RKV_RMW_DELETE 2
+typedef int (*rkv_rmw_fn)(const void *old, size_t old_len, void *out,
+			  size_t out_cap, size_t *out_len, void *arg);
+
+/* Apply fn to key under the slot's CAS lock.  Returns 0 or -errno (fn's,
+ * or one of the above). */
+int rkv_rmw(struct rkv_client *c, const void *key, size_t key_len,
+	    rkv_rmw_fn fn, void *arg);
+
+/* ------------------------------------------------------------ batches */
+
+struct rkv_kv {
+	const void *key;
+	size_t key_len;
+	void *val;          /* get: destination; put: source */
+	size_t val_cap;     /* get: capacity of val */
+	size_t val_len;     /* get: length read; put: length to write */
+	int status;         /* 0 or -errno for this item */
+};
+
+/*
+ * Batches: every item's first round is posted in one doorbell per server,
+ * and so on, so N keys on one server take 2 RTTs in total for mget.  Each
+ * item gets its own status; the call returns 0 when all succeeded, else
+ * the first item error.
+ */
+int rkv_mget(struct rkv_client *c, struct rkv_kv *items, size_t n);
+int rkv_mput(struct rkv_client *c, struct rkv_kv *items, size_t n);
+
+/* --------------------------------------------------------- pipelining */
+
+enum rkv_op_type {
+	RKV_OP_GET = 0,
+	RKV_OP_PUT,
+	RKV_OP_DELETE,
+	RKV_OP_RMW,
+};
+
+/*
+ * An operation for the pipelined interface.  The caller owns it and keeps
+ * it (and key, val, buf) alive until rkv_poll returns it.
+ */
+struct rkv_op {
+	enum rkv_op_type type;
+	const void *key;
+	size_t key_len;
+	const void *val;     /* PUT source */
+	size_t val_len;
+	void *buf;           /* GET destination */
+	size_t buf_cap;
+	rkv_rmw_fn fn;       /* RMW */
+	void *fn_arg;
+	void *user;          /* for the caller */
+	/* results, valid when rkv_poll returns the op */
+	int status;          /* 0 or -errno */
+	size_t out_len;      /* GET: value length */
+	unsigned rtts;       /* round trips this op took */
+	uint64_t latency_ns; /* submit to completion */
+};
+
+/*
+ * Queue op; its first round is posted at the next rkv_poll (so ops
+ * submitted together share doorbells).  Returns 0, -EAGAIN when
+ * max_inflight ops are in flight (poll first), -EINVAL, -EMSGSIZE.
+ */
+int rkv_submit(struct rkv_client *c, struct rkv_op *op);
+/*
+ * Make progress; return up to max finished ops in done[].  Returns the
+ * count (0 when none finished yet), or -errno on a client-wide failure.
+ */
+int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max);
+/* Ops submitted and not yet returned by rkv_poll. */
+unsigned rkv_inflight(const struct rkv_client *c);
+
+/* --------------------------------------------------------- statistics */
+
+struct rkv_op_stats {
+	uint64_t ops;      /* finished */
+	uint64_t errors;   /* finished with an error other than ENOENT */
+	uint64_t rtts;     /* round trips, summed */
+	uint64_t retries;  /* restarts after a lost race or a torn read */
+};
+
+struct rkv_client_stats {
+	struct rkv_op_stats get, put, del, rmw;
+	uint64_t mget_batches, mget_rtts; /* RTTs per batch, summed */
+	uint64_t cache_hits, cache_misses;
+	uint64_t lock_waits;      /* rmw found the slot locked */
+	uint64_t lock_steals;     /* lease expired: lock taken over */
+	uint64_t chunks;          /* chunks granted by servers */
+	uint64_t blocks_returned; /* unlinked blocks handed back */
+	uint64_t doorbells;       /* rkv_post calls */
+};
+
+void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st);
+void rkv_client_stats_reset(struct rkv_client *c);
+
+/* Counters of server i, fetched over the control plane (one RTT). */
+struct rkv_server_stats {
+	uint64_t uptime_ms, clients, clients_total, keys, nbuckets, data_len,
+		data_free, data_grace, chunks_granted, blocks_returned,
+		rebuilds, bad_msgs, ctrl_msgs;
+};
+int rkv_server_stats(struct rkv_client *c, unsigned i,
+		     struct rkv_server_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1080 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * itest_kv.c - integration tests of the KV store: real rkv-server
+ * processes and librkv clients on one provider (--provider tcp|shm|verbs).
+ *
+ * Covers every operation and error across 3 servers, the round-trip
+ * budgets on a quiet system, bad input (keys, values, full index, full
+ * memory, garbage and version mismatch on the control plane), a
+ * multi-process torture with a checker, clients killed with SIGKILL during
+ * put and rmw, and a server killed under load.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "log.h"
+#include "msg.h"
+#include "rkv.h"
+#include "rtime.h"
+#include "srv.h"
+#include "test.h"
+#include "transport.h"
+
+static const char *g_prov = "tcp";
+static int g_verbs;
+
+/* ------------------------------------------------------------ helpers */
+
+static int start(struct test_srv *s, const char *const *extra)
+{
+	int rc = test_srv_start(s, g_prov, extra);
+
+	if (rc)
+		printf("#   cannot start rkv-server (%s): %s\n", g_prov,
+		       strerror(-rc));
+	return rc;
+}
+
+static struct rkv_client *client_of(struct test_srv *s, unsigned n,
+				    unsigned timeout_ms)
+{
+	char list[1024] = "";
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (i)
+			strcat(list, ",");
+		strcat(list, s[i].addr);
+	}
+	rkv_client_opts_init(&o);
+	o.servers = list;
+	o.timeout_ms = timeout_ms;
+	if (rkv_client_create(&o, &c))
+		return NULL;
+	return c;
+}
+
+static void stop_all(struct test_srv *s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		EXPECT_EQ(test_srv_stop(&s[i]), 0);
+}
+
+static int kput(struct rkv_client *c, const char *k, const char *v)
+{
+	return rkv_put(c, k, strlen(k), v, strlen(v));
+}
+
+static int kget(struct rkv_client *c, const char *k, char *buf, size_t cap)
+{
+	size_t len = 0;
+	int rc = rkv_get(c, k, strlen(k), buf, cap - 1, &len);
+
+	buf[rc == 0 ? len : 0] = '\0';
+	return rc;
+}
+
+/* ---------------------------------------------------------- the tests */
+
+static void t_basic_three_servers(void)
+{
+	struct test_srv s[3];
+	struct rkv_client *c;
+	char k[64], v[64], buf[300000];
+	unsigned per[3] = { 0 };
+
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(start(&s[i], NULL), 0);
+	c = client_of(s, 3, 5000);
+	ASSERT_TRUE(c != NULL);
+	for (int i = 0; i < 300; i++) {
+		snprintf(k, sizeof(k), "key-%d", i);
+		snprintf(v, sizeof(v), "value-%d", i * 7);
+		EXPECT_EQ(kput(c, k, v), 0);
+		per[rkv_client_route(c, k, strlen(k))]++;
+	}
+	for (int i = 0; i < 3; i++)
+		EXPECT_TRUE(per[i] > 50); /* keys spread over the servers */
+	for (int i = 0; i < 300; i++) {
+		snprintf(k, sizeof(k), "key-%d", i);
+		snprintf(v, sizeof(v), "value-%d", i * 7);
+		EXPECT_EQ(kget(c, k, buf, sizeof(buf)), 0);
+		EXPECT_STREQ(buf, v);
+	}
+	/* overwrite, delete, absent */
+	EXPECT_EQ(kput(c, "key-1", "new"), 0);
+	EXPECT_EQ(kget(c, "key-1", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "new");
+	EXPECT_EQ(rkv_delete(c, "key-2", 5), 0);
+	EXPECT_EQ(kget(c, "key-2", buf, sizeof(buf)), -ENOENT);
+	EXPECT_EQ(rkv_delete(c, "key-2", 5), -ENOENT);
+	EXPECT_EQ(kget(c, "never", buf, sizeof(buf)), -ENOENT);
+	/* sizes: empty, one byte, a page, the largest value */
+	static char big[RKV_VALUE_MAX];
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 31 + 7);
+	size_t sizes[] = { 0, 1, 4096, 100000, RKV_VALUE_MAX };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = 12345;
+
+		snprintf(k, sizeof(k), "size-%zu", sizes[i]);
+		EXPECT_EQ(rkv_put(c, k, strlen(k), big, sizes[i]), 0);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), buf, sizeof(buf), &len), 0);
+		EXPECT_EQ(len, sizes[i]);
+		EXPECT_TRUE(memcmp(buf, big, sizes[i]) == 0);
+	}
+	/* a second client sees everything (no cache) */
+	struct rkv_client *c2 = client_of(s, 3, 5000);
+
+	ASSERT_TRUE(c2 != NULL);
+	EXPECT_EQ(kget(c2, "key-1", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "new");
+	EXPECT_EQ(kget(c2, "key-299", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "value-2093");
+	/* c2 updates, c (cached location) must see it */
+	EXPECT_EQ(kput(c2, "key-5", "from-c2"), 0);
+	EXPECT_EQ(kget(c, "key-5", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "from-c2");
+	EXPECT_EQ(rkv_delete(c2, "key-6", 5), 0);
+	EXPECT_EQ(kget(c, "key-6", buf, sizeof(buf)), -ENOENT);
+	/* mget/mput across servers */
+	struct rkv_kv items[40];
+	char keys[40][16], vals[40][16], outs[40][32];
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(keys[i], 16, "m%d", i);
+		snprintf(vals[i], 16, "mv%d", i);
+		items[i] = (struct rkv_kv){ .key = keys[i],
+					    .key_len = strlen(keys[i]),
+					    .val = vals[i],
+					    .val_len = strlen(vals[i]) };
+	}
+	EXPECT_EQ(rkv_mput(c, items, 40), 0);
+	for (int i = 0; i < 40; i++)
+		items[i] = (struct rkv_kv){ .key = keys[i],
+					    .key_len = strlen(keys[i]),
+					    .val = outs[i], .val_cap = 32 };
+	items[39].key = "absent-m";
+	items[39].key_len = 8;
+	EXPECT_EQ(rkv_mget(c2, items, 40), -ENOENT);
+	for (int i = 0; i < 39; i++) {
+		EXPECT_EQ(items[i].status, 0);
+		EXPECT_EQ(items[i].val_len, strlen(vals[i]));
+		EXPECT_TRUE(memcmp(outs[i], vals[i], strlen(vals[i])) == 0);
+	}
+	EXPECT_EQ(items[39].status, -ENOENT);
+	rkv_client_destroy(c2);
+	rkv_client_destroy(c);
+	stop_all(s, 3);
+}
+
+static int add_fn(const void *old, size_t old_len, void *out, size_t cap,
+		  size_t *out_len, void *arg)
+{
+	uint64_t v = 0;
+
+	(void)cap;
+	if (old && old_len == 8)
+		memcpy(&v, old, 8);
+	v += (uint64_t)(uintptr_t)arg;
+	memcpy(out, &v, 8);
+	*out_len = 8;
+	return RKV_RMW_WRITE;
+}
+
+static int fail_fn(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg)
+{
+	(void)old;
+	(void)old_len;
+	(void)out;
+	(void)cap;
+	(void)out_len;
+	(void)arg;
+	return -ECANCELED;
+}
+
+static int del_fn(const void *old, size_t old_len, void *out, size_t cap,
+		  size_t *out_len, void *arg)
+{
+	(void)old;
+	(void)old_len;
+	(void)out;
+	(void)cap;
+	(void)out_len;
+	(void)arg;
+	return RKV_RMW_DELETE;
+}
+
+static void t_rmw(void)
+{
+	struct test_srv s;
+	struct rkv_client *c;
+	uint64_t v = 0;
+	size_t len;
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)5), 0); /* absent */
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)7), 0);
+	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
+	EXPECT_EQ(v, 12);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, fail_fn, NULL), -ECANCELED);
+	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
+	EXPECT_EQ(v, 12); /* unchanged */
+	/* lock released after the abort: another rmw goes through */
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
+	EXPECT_EQ(v, 13);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, del_fn, NULL), 0);
+	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), -ENOENT);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, fail_fn, NULL), -ECANCELED);
+	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), -ENOENT);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* RTTs of the last op of each kind, from the stats deltas. */
+static uint64_t rtts_of(struct rkv_client *c, char kind)
+{
+	struct rkv_client_stats st;
+
+	rkv_client_stats(c, &st);
+	rkv_client_stats_reset(c);
+	switch (kind) {
+	case 'g': return st.get.rtts;
+	case 'p': return st.put.rtts;
+	case 'd': return st.del.rtts;
+	case 'r': return st.rmw.rtts;
+	default: return st.mget_rtts;
+	}
+}
+
+static void t_rtt_budgets(void)
+{
+	struct test_srv s;
+	struct rkv_client *c, *c2;
+	char buf[64];
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 5000);
+	c2 = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c && c2);
+	/* warm up the chunk grant so it does not count */
+	EXPECT_EQ(kput(c, "warm", "x"), 0);
+	rtts_of(c, 'p');
+	EXPECT_EQ(kput(c, "k", "v1"), 0);
+	EXPECT_EQ(rtts_of(c, 'p'), 3); /* insert */
+	EXPECT_EQ(kput(c, "k", "v2"), 0);
+	EXPECT_EQ(rtts_of(c, 'p'), 2); /* update, location cached */
+	EXPECT_EQ(kget(c, "k", buf, sizeof(buf)), 0);
+	EXPECT_EQ(rtts_of(c, 'g'), 1); /* cached */
+	EXPECT_EQ(kget(c2, "k", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "v2");
+	EXPECT_EQ(rtts_of(c2, 'g'), 2); /* cold */
+	EXPECT_EQ(kget(c2, "nope", buf, sizeof(buf)), -ENOENT);
+	EXPECT_TRUE(rtts_of(c2, 'g') <= 2);
+	EXPECT_EQ(kput(c2, "warm2", "x"), 0);
+	rtts_of(c2, 'p');
+	EXPECT_EQ(kput(c2, "k2", "a"), 0);
+	rtts_of(c2, 'p');
+	EXPECT_EQ(kput(c, "k2", "b"), 0); /* present, not cached */
+	EXPECT_EQ(rtts_of(c, 'p'), 3);
+	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, add_fn, (void *)1), 0);
+	rtts_of(c2, 'r');
+	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rtts_of(c2, 'r'), 2); /* cached: lock+read, write+release */
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rtts_of(c, 'r'), 4); /* cold */
+	EXPECT_EQ(rkv_delete(c, "k", 1), 0);
+	EXPECT_EQ(rtts_of(c, 'd'), 1); /* cached */
+	EXPECT_EQ(rkv_delete(c, "k2", 2), 0);
+	EXPECT_TRUE(rtts_of(c, 'd') <= 3);
+	/* mget of 16 keys on one server: 2 RTTs in total */
+	struct rkv_kv it[16];
+	char keys[16][8], outs[16][8];
+
+	for (int i = 0; i < 16; i++) {
+		snprintf(keys[i], 8, "g%d", i);
+		EXPECT_EQ(kput(c, keys[i], "val"), 0);
+	}
+	for (int i = 0; i < 16; i++)
+		it[i] = (struct rkv_kv){ .key = keys[i],
+					 .key_len = strlen(keys[i]),
+					 .val = outs[i], .val_cap = 8 };
+	rtts_of(c2, 'm');
+	EXPECT_EQ(rkv_mget(c2, it, 16), 0);
+	EXPECT_EQ(rtts_of(c2, 'm'), 2);
+	struct rkv_client_stats st;
+
+	rkv_client_stats(c2, &st);
+	rkv_client_destroy(c);
+	rkv_client_destroy(c2);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_bad_input(void)
+{
+	struct test_srv s;
+	struct rkv_client *c;
+	static char big[RKV_VALUE_MAX + 10];
+	char key[RKV_KEY_MAX + 2], buf[16];
+	size_t len = 0;
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	memset(key, 'k', sizeof(key));
+	EXPECT_EQ(rkv_put(c, "", 0, "v", 1), -EINVAL);
+	EXPECT_EQ(rkv_get(c, "", 0, buf, sizeof(buf), &len), -EINVAL);
+	EXPECT_EQ(rkv_put(c, NULL, 3, "v", 1), -EINVAL);
+	EXPECT_EQ(rkv_put(c, key, RKV_KEY_MAX + 1, "v", 1), -EMSGSIZE);
+	EXPECT_EQ(rkv_put(c, key, RKV_KEY_MAX, "v", 1), 0); /* the limit */
+	EXPECT_EQ(rkv_get(c, key, RKV_KEY_MAX, buf, sizeof(buf), &len), 0);
+	EXPECT_EQ(rkv_put(c, "k", 1, big, RKV_VALUE_MAX + 1), -EMSGSIZE);
+	EXPECT_EQ(rkv_put(c, "k", 1, "0123456789abcdefXYZ", 19), 0);
+	EXPECT_EQ(rkv_get(c, "k", 1, buf, sizeof(buf), &len), -ENOBUFS);
+	EXPECT_EQ(len, 19);
+	EXPECT_EQ(rkv_rmw(c, "k", 1, NULL, NULL), -EINVAL);
+	rkv_client_destroy(c);
+
+	/* unknown server, bad address, unreadable cluster file */
+	struct rkv_client_opts o;
+
+	rkv_client_opts_init(&o);
+	o.connect_timeout_ms = 2000;
+	o.servers = g_verbs ? "verbs://127.0.0.1:1" :
+		    !strcmp(g_prov, "shm") ? "shm:///rkv-nobody-here" :
+					     "tcp://127.0.0.1:1";
+	c = NULL;
+	int rc = rkv_client_create(&o, &c);
+
+	EXPECT_TRUE(rc == -ECONNREFUSED || rc == -ENOENT || rc == -ETIMEDOUT ||
+		    rc == -EHOSTUNREACH || rc == -ENODEV);
+	EXPECT_TRUE(c == NULL);
+	o.servers = "tcp://nowhere";
+	EXPECT_EQ(rkv_client_create(&o, &c), -EINVAL);
+	o.servers = "tcp://127.0.0.1:5,shm:///x";
+	EXPECT_EQ(rkv_client_create(&o, &c), -EINVAL); /* mixed providers */
+	o.servers = "";
+	EXPECT_EQ(rkv_client_create(&o, &c), -EINVAL);
+	o.servers = NULL;
+	o.cluster_file = "/nonexistent/cluster";
+	EXPECT_EQ(rkv_client_create(&o, &c), -ENOENT);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_cluster_file(void)
+{
+	struct test_srv s[2];
+	char path[] = "/tmp/rkv-cluster-XXXXXX", buf[32];
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+
+	ASSERT_EQ(start(&s[0], NULL), 0);
+	ASSERT_EQ(start(&s[1], NULL), 0);
+	int fd = mkstemp(path);
+
+	ASSERT_TRUE(fd >= 0);
+	dprintf(fd, "# test cluster\n%s\n\n  %s  \n", s[0].addr, s[1].addr);
+	close(fd);
+	rkv_client_opts_init(&o);
+	o.cluster_file = path;
+	ASSERT_EQ(rkv_client_create(&o, &c), 0);
+	EXPECT_EQ(rkv_client_nservers(c), 2);
+	EXPECT_EQ(kput(c, "a", "1"), 0);
+	EXPECT_EQ(kget(c, "a", buf, sizeof(buf)), 0);
+	rkv_client_destroy(c);
+	unlink(path);
+	stop_all(s, 2);
+}
+
+static void t_full_index(void)
+{
+	const char *extra[] = { "--buckets", "2", NULL };
+	struct test_srv s;
+	struct rkv_client *c;
+	char k[32], buf[32];
+	int n = 0, rc = 0;
+
+	ASSERT_EQ(start(&s, extra), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	for (n = 0; n < 100; n++) {
+		snprintf(k, sizeof(k), "f%d", n);
+		rc = kput(c, k, k);
+		if (rc)
+			break;
+	}
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_TRUE(n >= 8 && n <= 16); /* 2 buckets of 8 slots */
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "f%d", i);
+		EXPECT_EQ(kget(c, k, buf, sizeof(buf)), 0);
+		EXPECT_STREQ(buf, k);
+	}
+	snprintf(k, sizeof(k), "f%d", n);
+	EXPECT_EQ(kget(c, k, buf, sizeof(buf)), -ENOENT); /* nothing half-done */
+	EXPECT_EQ(kput(c, "f0", "updated"), 0);              /* updates work */
+	EXPECT_EQ(rkv_delete(c, "f1", 2), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_full_memory(void)
+{
+	const char *extra[] = { "--memory", "2M", "--chunk", "256K",
+				"--grace", "200", "--lease", "50", NULL };
+	struct test_srv s;
+	struct rkv_client *c, *c2;
+	static char val[100000];
+	char k[32];
+	size_t len;
+	int n, rc = 0;
+
+	ASSERT_EQ(start(&s, extra), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	for (n = 0; n < 100; n++) {
+		memset(val, 'a' + n % 26, sizeof(val));
+		snprintf(k, sizeof(k), "big%d", n);
+		rc = rkv_put(c, k, strlen(k), val, sizeof(val));
+		if (rc)
+			break;
+	}
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_TRUE(n >= 10 && n < 21);
+	/* everything acknowledged is intact, and others are served */
+	c2 = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c2 != NULL);
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "big%d", i);
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), val, sizeof(val), &len), 0);
+		EXPECT_EQ(len, sizeof(val));
+		EXPECT_EQ(val[0], 'a' + i % 26);
+		EXPECT_EQ(val[sizeof(val) - 1], 'a' + i % 26);
+	}
+	/* deleting frees space after the grace period */
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "big%d", i);
+		EXPECT_EQ(rkv_delete(c, k, strlen(k)), 0);
+	}
+	rkv_client_destroy(c);
+	usleep(600 * 1000);
+	rc = -1;
+	for (int i = 0; i < 50 && rc; i++) {
+		rc = rkv_put(c2, "after", 5, val, sizeof(val));
+		if (rc)
+			usleep(100 * 1000);
+	}
+	EXPECT_EQ(rc, 0);
+	rkv_client_destroy(c2);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* A transport-level client that speaks raw control messages. */
+struct raw {
+	struct rkv_tp *tp;
+	struct rkv_cq *cq;
+	struct rkv_ep *ep;
+	struct rkv_mr *mr;
+	char buf[2][RKV_MSG_MAX];
+};
+
+static int raw_open(struct raw *r, const char *addr)
+{
+	struct rkv_tp_opts o;
+	struct rkv_tp_addr a;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rkv_tp_addr_parse(addr, &a);
+	rkv_tp_opts_init(&o);
+	o.provider = a.provider;
+	o.timeout_ms = 1000;
+	rc = rkv_tp_create(&o, &r->tp);
+	if (!rc)
+		rc = rkv_cq_create(r->tp, 64, &r->cq);
+	if (!rc)
+		rc = rkv_mr_reg(r->tp, r->buf, sizeof(r->buf),
+				RKV_ACCESS_LOCAL_WRITE, &r->mr);
+	if (!rc)
+		rc = rkv_connect(r->tp, addr, r->cq, 3000, &r->ep);
+	if (!rc) {
+		struct rkv_recv_wr rw = { .wr_id = 1, .local = r->buf[1],
+					  .length = RKV_MSG_MAX,
+					  .lkey = r->mr->lkey };
+		rc = rkv_post_recv(r->ep, &rw, NULL);
+	}
+	return rc;
+}
+
+static void raw_close(struct raw *r)
+{
+	rkv_ep_destroy(r->ep);
+	rkv_mr_dereg(r->mr);
+	rkv_cq_destroy(r->cq);
+	rkv_tp_destroy(r->tp);
+}
+
+/* Send n bytes; return the reply's length (>0), 0 for none, -errno when
+ * the connection failed. */
+static int raw_call(struct raw *r, const void *msg, size_t n, int wait_ms)
+{
+	struct rkv_wr w = { .wr_id = 2, .opcode = RKV_WR_SEND,
+			    .flags = RKV_WR_SIGNALED, .local = r->buf[0],
+			    .length = (uint32_t)n, .lkey = r->mr->lkey };
+	uint64_t end = rkv_now_ms() + (uint64_t)wait_ms;
+	int got = 0;
+
+	memcpy(r->buf[0], msg, n);
+	if (rkv_post(r->ep, &w, NULL))
+		return -EIO;
+	while (rkv_now_ms() < end) {
+		struct rkv_wc wc[4];
+		int k = rkv_cq_poll(r->cq, wc, 4);
+
+		for (int i = 0; i < k; i++) {
+			if (wc[i].status != RKV_WC_SUCCESS)
+				return -ECONNRESET;
+			if (wc[i].wr_id == 1)
+				got = (int)wc[i].byte_len;
+		}
+		if (got)
+			return got;
+		if (rkv_ep_state(r->ep) == RKV_EP_ERROR)
+			return -ECONNRESET;
+	}
+	return 0;
+}
+
+static void t_control_garbage(void)
+{
+	struct test_srv s;
+	struct rkv_client *c;
+	struct raw r;
+	char buf[64];
+	unsigned char junk[200];
+	struct rkv_msg m, d;
+	unsigned char wire[RKV_MSG_MAX];
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	EXPECT_EQ(kput(c, "keep", "me"), 0);
+	/* garbage: the connection is dropped, nothing else happens */
+	ASSERT_EQ(raw_open(&r, s.addr), 0);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 13 + 1);
+	EXPECT_TRUE(raw_call(&r, junk, sizeof(junk), 3000) <= 0);
+	raw_close(&r);
+	/* truncated header */
+	ASSERT_EQ(raw_open(&r, s.addr), 0);
+	EXPECT_TRUE(raw_call(&r, junk, 5, 3000) <= 0);
+	raw_close(&r);
+	/* a request before HELLO is refused */
+	ASSERT_EQ(raw_open(&r, s.addr), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+	int n = rkv_msg_encode(&m, wire, sizeof(wire));
+	int got = raw_call(&r, wire, (size_t)n, 3000);
+
+	if (got > 0) {
+		EXPECT_EQ(rkv_msg_decode(r.buf[1], (size_t)got, &d), 0);
+		EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+		EXPECT_EQ(d.u.error.status, -EPERM);
+	}
+	raw_close(&r);
+	/* protocol version mismatch: a clear ERROR */
+	ASSERT_EQ(raw_open(&r, s.addr), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO;
+	strcpy(m.u.hello.name, "v2-client");
+	n = rkv_msg_encode(&m, wire, sizeof(wire));
+	wire[4] = 2; /* version field */
+	got = raw_call(&r, wire, (size_t)n, 3000);
+	EXPECT_TRUE(got > 0);
+	if (got > 0) {
+		EXPECT_EQ(rkv_msg_decode(r.buf[1], (size_t)got, &d), 0);
+		EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+		EXPECT_EQ(d.u.error.status, -EPROTO);
+		EXPECT_TRUE(strstr(d.u.error.text, "version") != NULL);
+	}
+	raw_close(&r);
+	/* the real client is still served */
+	EXPECT_EQ(kget(c, "keep", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "me");
+	struct rkv_server_stats st;
+
+	EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+	EXPECT_TRUE(st.bad_msgs >= 2);
+	EXPECT_EQ(st.keys, 1);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* --------------------------------------------------------- torture */
+
+/* Values are self-describing: writer, seq, and a pattern from both. */
+struct tval {
+	uint32_t magic;
+	uint32_t writer;
+	uint64_t seq;
+	uint32_t len;   /* payload bytes */
+	uint32_t pad;
+	uint64_t sum;   /* xxh3 of the payload */
+};
+#define TMAGIC 0x7a7a5151u
+
+static size_t make_tval(char *buf, uint32_t writer, uint64_t seq)
+{
+	struct tval h = { .magic = TMAGIC, .writer = writer, .seq = seq };
+
+	h.len = (uint32_t)((seq * 2654435761u + writer) % 900) + 1;
+	for (uint32_t i = 0; i < h.len; i++)
+		buf[sizeof(h) + i] = (char)(writer * 7 + seq + i);
+	h.sum = rkv_hash64(buf + sizeof(h), h.len, 1);
+	memcpy(buf, &h, sizeof(h));
+	return sizeof(h) + h.len;
+}
+
+static int check_tval(const char *buf, size_t len, uint32_t nwriters)
+{
+	struct tval h;
+
+	if (len < sizeof(h))
+		return 0;
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != TMAGIC || h.writer >= nwriters ||
+	    len != sizeof(h) + h.len)
+		return 0;
+	for (uint32_t i = 0; i < h.len; i++)
+		if (buf[sizeof(h) + i] != (char)(h.writer * 7 + h.seq + i))
+			return 0;
+	return rkv_hash64(buf + sizeof(h), h.len, 1) == h.sum;
+}
+
+struct torture_res {
+	uint64_t ops, bad, rmw_ok, errors;
+};
+
+static void torture_child(const char *servers, uint32_t id, uint64_t ops,
+		       int fd)
+{
+	struct rkv_client_opts o;
+	struct rkv_client *c;
+	struct torture_res res = { 0 };
+	char buf[2048], key[32];
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (id + 1);
+
+	rkv_client_opts_init(&o);
+	o.servers = servers;
+	o.timeout_ms = 10000;
+	o.max_value = 4096;
+	if (rkv_client_create(&o, &c)) {
+		res.errors = 1;
+		(void)!write(fd, &res, sizeof(res));
+		_exit(3);
+	}
+	for (uint64_t i = 0; i < ops; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		unsigned pick = (unsigned)(rng % 100);
+		size_t len = 0;
+		int rc;
+
+		if (pick < 20) { /* rmw on a shared counter */
+			snprintf(key, sizeof(key), "ctr%u",
+				 (unsigned)((rng >> 20) % 8));
+			rc = rkv_rmw(c, key, strlen(key), add_fn, (void *)1);
+			if (rc == 0)
+				res.rmw_ok++;
+			else
+				res.errors++;
+		} else {
+			snprintf(key, sizeof(key), "hot%u",
+				 (unsigned)((rng >> 20) % 32));
+			if (pick < 50) {
+				len = make_tval(buf, id, i);
+				rc = rkv_put(c, key, strlen(key), buf, len);
+				if (rc)
+					res.errors++;
+			} else {
+				rc = rkv_get(c, key, strlen(key), buf,
+					     sizeof(buf), &len);
+				if (rc == 0 && !check_tval(buf, len, 64))
+					res.bad++;
+				else if (rc && rc != -ENOENT)
+					res.errors++;
+			}
+		}
+		res.ops++;
+	}
+	rkv_client_destroy(c);
+	(void)!write(fd, &res, sizeof(res));
+	_exit(0);
+}
+
+static void t_torture(void)
+{
+	const unsigned nproc = 8;
+	const char *env = getenv("RKV_TORTURE_OPS");
+	uint64_t total = env ? strtoull(env, NULL, 10) : 1000000;
+	struct test_srv s[3];
+	char servers[1024];
+	pid_t pid[8];
+	int pfd[2];
+
+	if (g_verbs)
+		total = total / 50; /* Soft-RoCE does ~40k atomics/s */
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(start(&s[i], NULL), 0);
+	snprintf(servers, sizeof(servers), "%s,%s,%s", s[0].addr, s[1].addr,
+		 s[2].addr);
+	ASSERT_EQ(pipe(pfd), 0);
+	uint64_t t0 = rkv_now_ms();
+
+	for (unsigned i = 0; i < nproc; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			close(pfd[0]);
+			torture_child(servers, i, total / nproc, pfd[1]);
+		}
+	}
+	close(pfd[1]);
+	struct torture_res sum = { 0 }, r;
+
+	for (unsigned i = 0; i < nproc; i++) {
+		if (read(pfd[0], &r, sizeof(r)) != sizeof(r)) {
+			EXPECT_TRUE(0); /* a child died */
+			continue;
+		}
+		sum.ops += r.ops;
+		sum.bad += r.bad;
+		sum.rmw_ok += r.rmw_ok;
+		sum.errors += r.errors;
+	}
+	close(pfd[0]);
+	for (unsigned i = 0; i < nproc; i++) {
+		int st;
+
+		waitpid(pid[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	uint64_t ms = rkv_now_ms() - t0;
+	/* the counters sum exactly to the acknowledged increments */
+	struct rkv_client *c = client_of(s, 3, 5000);
+	uint64_t ctr_total = 0;
+
+	ASSERT_TRUE(c != NULL);
+	for (int i = 0; i < 8; i++) {
+		char key[16];
+		uint64_t v = 0;
+		size_t len;
+
+		snprintf(key, sizeof(key), "ctr%d", i);
+		if (rkv_get(c, key, strlen(key), &v, 8, &len) == 0)
+			ctr_total += v;
+	}
+	printf("#   %llu ops by %u processes in %llu ms (%.0f ops/s), "
+	       "%llu rmw, %llu errors, %llu bad values\n",
+	       (unsigned long long)sum.ops, nproc, (unsigned long long)ms,
+	       ms ? (double)sum.ops * 1000.0 / (double)ms : 0.0,
+	       (unsigned long long)sum.rmw_ok, (unsigned long long)sum.errors,
+	       (unsigned long long)sum.bad);
+	EXPECT_EQ(sum.ops, total / nproc * nproc);
+	EXPECT_EQ(sum.bad, 0);
+	EXPECT_EQ(sum.errors, 0);
+	EXPECT_EQ(ctr_total, sum.rmw_ok);
+	rkv_client_destroy(c);
+	stop_all(s, 3);
+}
+
+/* ------------------------------------------------------------ faults */
+
+/* Child: loop rmw on shared counters and puts on own keys, reporting each
+ * acknowledgement (kind, key index, value) through fd; killed by parent. */
+struct ack {
+	uint16_t kind; /* 0 rmw, 1 put */
+	uint16_t id;   /* writer */
+	uint32_t idx;
+	uint64_t val;
+};
+
+static void fault_child(const char *servers, uint32_t id, int fd)
+{
+	struct rkv_client_opts o;
+	struct rkv_client *c;
+	char key[32];
+	uint64_t seq = 0;
+
+	rkv_client_opts_init(&o);
+	o.servers = servers;
+	o.timeout_ms = 10000;
+	o.max_value = 1024;
+	if (rkv_client_create(&o, &c))
+		_exit(3);
+	for (;;) {
+		struct ack a = { .id = (uint16_t)id };
+
+		seq++;
+		a.idx = (uint32_t)(seq % 4);
+		snprintf(key, sizeof(key), "fctr%u", a.idx);
+		if (rkv_rmw(c, key, strlen(key), add_fn, (void *)1) == 0) {
+			a.kind = 0;
+			a.val = 1;
+			(void)!write(fd, &a, sizeof(a));
+		}
+		snprintf(key, sizeof(key), "own%u-%u", id, a.idx);
+		if (rkv_put(c, key, strlen(key), &seq, 8) == 0) {
+			a.kind = 1;
+			a.val = seq;
+			(void)!write(fd, &a, sizeof(a));
+		}
+	}
+}
+
+static void t_kill_clients(void)
+{
+	const char *extra[] = { "--lease", "50", "--grace", "300", NULL };
+	const unsigned nproc = 6, rounds = g_verbs ? 2 : 4;
+	struct test_srv s;
+	uint64_t acked_rmw = 0;
+	int pfd[2];
+
+	ASSERT_EQ(start(&s, extra), 0);
+	ASSERT_EQ(pipe(pfd), 0);
+	srand(42);
+	for (unsigned round = 0; round < rounds; round++) {
+		pid_t pid[6];
+
+		for (unsigned i = 0; i < nproc; i++) {
+			pid[i] = fork();
+			if (pid[i] == 0) {
+				close(pfd[0]);
+				fault_child(s.addr, i, pfd[1]);
+			}
+		}
+		/* kill each at a random point */
+		for (unsigned i = 0; i < nproc; i++) {
+			usleep((useconds_t)(50000 + rand() % 150000));
+			kill(pid[i], SIGKILL);
+		}
+		for (unsigned i = 0; i < nproc; i++)
+			waitpid(pid[i], NULL, 0);
+	}
+	close(pfd[1]);
+	struct ack a;
+
+	while (read(pfd[0], &a, sizeof(a)) == sizeof(a)) {
+		if (a.kind == 0)
+			acked_rmw += a.val;
+	}
+	close(pfd[0]);
+	/* every key can be locked again within lease + margin, and
+	 * nothing acknowledged was lost */
+	struct rkv_client *c = client_of(&s, 1, 5000);
+
+	ASSERT_TRUE(c != NULL);
+	uint64_t total = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char key[16];
+		uint64_t v = 0;
+		size_t len;
+		uint64_t t0 = rkv_now_ms();
+
+		snprintf(key, sizeof(key), "fctr%d", i);
+		EXPECT_EQ(rkv_rmw(c, key, strlen(key), add_fn, (void *)0), 0);
+		EXPECT_TRUE(rkv_now_ms() - t0 < 50 + 500);
+		if (rkv_get(c, key, strlen(key), &v, 8, &len) == 0)
+			total += v;
+	}
+	/* >= acknowledged; at most one unacknowledged increment per kill */
+	printf("#   counters %llu, acknowledged %llu, killed %u\n",
+	       (unsigned long long)total, (unsigned long long)acked_rmw,
+	       nproc * rounds);
+	EXPECT_TRUE(total >= acked_rmw);
+	EXPECT_TRUE(total <= acked_rmw + nproc * rounds);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* Puts acknowledged before a SIGKILL are all still there. */
+static void t_kill_during_put(void)
+{
+	struct test_srv s;
+	int pfd[2];
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	ASSERT_EQ(pipe(pfd), 0);
+	pid_t pid[4];
+
+	for (unsigned i = 0; i < 4; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			close(pfd[0]);
+			fault_child(s.addr, i, pfd[1]);
+		}
+	}
+	usleep(300 * 1000);
+	for (unsigned i = 0; i < 4; i++) {
+		kill(pid[i], SIGKILL);
+		waitpid(pid[i], NULL, 0);
+	}
+	close(pfd[1]);
+	uint64_t last[4][4] = { { 0 } };
+	struct ack a;
+	unsigned n = 0;
+
+	/* a child's acks arrive in order: keep the last put per key */
+	while (read(pfd[0], &a, sizeof(a)) == sizeof(a)) {
+		if (a.kind == 1 && a.id < 4 && a.idx < 4)
+			last[a.id][a.idx] = a.val;
+		n++;
+	}
+	close(pfd[0]);
+	struct rkv_client *c = client_of(&s, 1, 5000);
+
+	ASSERT_TRUE(c != NULL);
+	for (unsigned id = 0; id < 4; id++) {
+		for (unsigned k = 0; k < 4; k++) {
+			char key[32];
+			uint64_t v = 0;
+			size_t len;
+
+			snprintf(key, sizeof(key), "own%u-%u", id, k);
+			int rc = rkv_get(c, key, strlen(key), &v, 8, &len);
+
+			if (last[id][k]) {
+				/* acknowledged: present, that value or a
+				 * later one */
+				EXPECT_EQ(rc, 0);
+				EXPECT_TRUE(v >= last[id][k]);
+			}
+			if (rc == 0)
+				EXPECT_EQ(v % 4, k);
+		}
+	}
+	EXPECT_TRUE(n > 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_server_killed(void)
+{
+	struct test_srv s;
+	struct rkv_client *c;
+	char buf[32];
+	int rc = 0;
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 3000);
+	ASSERT_TRUE(c != NULL);
+	EXPECT_EQ(kput(c, "a", "1"), 0);
+	test_srv_kill(&s);
+	uint64_t t0 = rkv_now_ms();
+
+	for (int i = 0; i < 20 && rc == 0; i++)
+		rc = kput(c, "a", "2");
+	EXPECT_TRUE(rc == -ECONNRESET || rc == -ETIMEDOUT);
+	rc = kget(c, "a", buf, sizeof(buf));
+	EXPECT_TRUE(rc == -ECONNRESET || rc == -ETIMEDOUT);
+	uint64_t ms = rkv_now_ms() - t0;
+
+	printf("#   errors after %llu ms\n", (unsigned long long)ms);
+	EXPECT_TRUE(ms < (g_verbs ? 30000u : 8000u));
+	rkv_client_destroy(c);
+}
+
+static void t_dead_client_space(void)
+{
+	const char *extra[] = { "--grace", "200", "--lease", "50", "--chunk",
+				"512K", NULL };
+	struct test_srv s;
+	struct rkv_client *c;
+	struct rkv_server_stats st0, st;
+
+	ASSERT_EQ(start(&s, extra), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	EXPECT_EQ(rkv_server_stats(c, 0, &st0), 0);
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct rkv_client *cc = client_of(&s, 1, 5000);
+
+		if (!cc || kput(cc, "child", "x"))
+			_exit(1);
+		kill(getpid(), SIGKILL); /* die holding a chunk */
+		_exit(2);
+	}
+	waitpid(pid, NULL, 0);
+	/* the chunk comes back after the rebuild and the grace period */
+	int ok = 0;
+
+	for (int i = 0; i < 60 && !ok; i++) {
+		usleep(100 * 1000);
+		EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+		ok = st.rebuilds >= 1 &&
+		     st.data_free + 64 * 8 >= st0.data_free;
+	}
+	EXPECT_TRUE(ok);
+	char buf[8];
+
+	EXPECT_EQ(kget(c, "child", buf, sizeof(buf)), 0); /* published */
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc - 1; i++)
+		if (!strcmp(argv[i], "--provider"))
+			g_prov = argv[i + 1];
+	g_verbs = !strcmp(g_prov, "verbs");
+	rkv_test_init(argc, argv, 900);
+	rkv_log_set_level(RKV_LOG_OFF);
+	signal(SIGPIPE, SIG_IGN);
+	test_srv_setup(argv[0]);
+	if (g_verbs) {
+		char why[160];
+		struct rkv_tp_opts o;
+		struct rkv_tp *tp;
+
+		rkv_tp_opts_init(&o);
+		o.provider = RKV_TP_VERBS;
+		if (!getenv("RKV_VERBS_IP") || rkv_tp_create(&o, &tp)) {
+			snprintf(why, sizeof(why),
+				 "no RDMA device or RKV_VERBS_IP unset");
+			printf("1..0 # SKIP %s\n", why);
+			return 77;
+		}
+		rkv_tp_destroy(tp);
+	}
+	RKV_TEST(t_basic_three_servers);
+	RKV_TEST(t_rmw);
+	RKV_TEST(t_rtt_budgets);
+	RKV_TEST(t_bad_input);
+	RKV_TEST(t_cluster_file);
+	RKV_TEST(t_full_index);
+	RKV_TEST(t_full_memory);
+	RKV_TEST(t_control_garbage);
+	RKV_TEST(t_torture);
+	RKV_TEST(t_kill_clients);
+	RKV_TEST(t_kill_during_put);
+	RKV_TEST(t_server_killed);
+	RKV_TEST(t_dead_client_space);
+	return rkv_test_done();
+}

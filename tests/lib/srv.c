@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.c - server processes for integration tests.  Each server is started
+ * by fork/exec and stopped by its PID only; its stdout is read until the
+ * "rkv-server: listening on ADDR" line, its stderr goes to the test's.
+ */
+#include "srv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_bin[PATH_MAX];
+static unsigned g_seq;
+
+void test_srv_setup(const char *argv0)
+{
+	const char *env = getenv("RKV_BIN_DIR");
+	char tmp[PATH_MAX - 16];
+
+	if (env && *env) {
+		snprintf(g_bin, sizeof(g_bin), "%s", env);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s", argv0);
+	char *slash = strrchr(tmp, '/');
+
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(tmp, sizeof(tmp), ".");
+	snprintf(g_bin, sizeof(g_bin), "%s/../bin", tmp);
+}
+
+const char *test_bin_dir(void)
+{
+	return g_bin;
+}
+
+void test_srv_listen_addr(const char *provider, char *buf, size_t len)
+{
+	if (!strcmp(provider, "shm")) {
+		snprintf(buf, len, "shm:///rkv-test-%d-%u", (int)getpid(),
+			 g_seq++);
+	} else if (!strcmp(provider, "verbs")) {
+		const char *ip = getenv("RKV_VERBS_IP");
+
+		snprintf(buf, len, "verbs://%s:0", ip && *ip ? ip : "127.0.0.1");
+	} else {
+		snprintf(buf, len, "tcp://127.0.0.1:0");
+	}
+}
+
+int test_srv_start(struct test_srv *s, const char *provider,
+		   const char *const *extra)
+{
+	char path[PATH_MAX + 32], listen[300];
+	const char *argv[64];
+	int pfd[2], n = 0;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(path, sizeof(path), "%s/rkv-server", g_bin);
+	test_srv_listen_addr(provider, listen, sizeof(listen));
+	argv[n++] = path;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--log-level";
+	argv[n++] = getenv("RKV_TEST_SERVER_LOG") ? getenv("RKV_TEST_SERVER_LOG")
+						 : "error";
+	for (int i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY);
+
+		dup2(devnull, 0);
+		dup2(pfd[1], 1);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	s->pid = pid;
+	/* read stdout until the listening line */
+	char buf[1024];
+	size_t got = 0;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+			  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms > 10000)
+			break;
+		if (poll(&p, 1, (int)(10000 - ms)) <= 0)
+			continue;
+		ssize_t r = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		buf[got] = '\0';
+		char *l = strstr(buf, "listening on ");
+
+		if (l && strchr(l, '\n')) {
+			l += strlen("listening on ");
+			*strchr(l, '\n') = '\0';
+			snprintf(s->addr, sizeof(s->addr), "%s", l);
+			close(pfd[0]);
+			return 0;
+		}
+		if (got == sizeof(buf) - 1)
+			got = 0;
+	}
+	close(pfd[0]);
+	test_srv_kill(s);
+	return -ETIMEDOUT;
+}
+
+int test_srv_stop(struct test_srv *s)
+{
+	int st = -1;
+
+	if (s->pid <= 0)
+		return -1;
+	kill(s->pid, SIGTERM);
+	for (int i = 0; i < 500; i++) {
+		pid_t r = waitpid(s->pid, &st, WNOHANG);
+
+		if (r == s->pid) {
+			s->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, &st, 0);
+	s->pid = 0;
+	return -1;
+}
+
+void test_srv_kill(struct test_srv *s)
+{
+	if (s->pid <= 0)
+		return;
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, NULL, 0);
+	s->pid = 0;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.h - start and stop rkv-server processes for integration tests.  The
+ * server binary is found next to the test (../bin/rkv-server relative to
+ * the test binary) or in $RKV_BIN_DIR.  Servers listen on 127.0.0.1 with
+ * port 0 (tcp), a unique abstract name (shm), or $RKV_VERBS_IP (verbs).
+ */
+#ifndef RKV_TESTS_LIB_SRV_H
+#define RKV_TESTS_LIB_SRV_H
+
+#include <sys/types.h>
+
+struct test_srv {
+	pid_t pid;
+	char addr[300];
+};
+
+/* Remember argv[0] to find ../bin. */
+void test_srv_setup(const char *argv0);
+/* Directory holding the project's binaries. */
+const char *test_bin_dir(void);
+/* Listen address for a new server of provider ("tcp", "shm", "verbs"). */
+void test_srv_listen_addr(const char *provider, char *buf, size_t len);
+/*
+ * Start rkv-server with extra arguments (NULL-terminated list, may be
+ * NULL) on a fresh address of provider; waits for its "listening on"
+ * line (10 s at most).  Returns 0 or -errno.
+ */
+int test_srv_start(struct test_srv *s, const char *provider,
+		   const char *const *extra);
+/* SIGTERM, wait (5 s), then SIGKILL.  Returns the exit status or -1. */
+int test_srv_stop(struct test_srv *s);
+/* SIGKILL at once. */
+void test_srv_kill(struct test_srv *s);
+
+#endif
