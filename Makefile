@@ -70,6 +70,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 ITEST_SRCS := $(wildcard tests/integration/itest_*.c)
 CONF_SRCS := $(wildcard tests/conformance/*.c)
 BENCH_TP_SRCS := $(wildcard bench/transport/*.c)
+BENCH_KV_SRCS := $(wildcard bench/kv/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
 CLIENT_SRCS := $(wildcard client/*.c)
@@ -84,6 +85,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(TST)/%,$(UNIT_SRCS))
 ITEST_BINS := $(patsubst tests/integration/%.c,$(TST)/%,$(ITEST_SRCS))
 CONF_BIN := $(if $(CONF_SRCS),$(TST)/conformance)
 BENCH_TP_BIN := $(if $(BENCH_TP_SRCS),$(BIN)/rkv-bench-transport)
+BENCH_KV_BIN := $(if $(BENCH_KV_SRCS),$(BIN)/rkv-bench-kv)
 SERVER_LIB := $(if $(SERVER_SRCS),$(LIB)/librkv_server.a)
 SERVER_BIN := $(if $(SERVER_MAIN),$(BIN)/rkv-server)
 CLIENT_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv.a)
@@ -92,7 +94,7 @@ CLI_BIN := $(if $(and $(CLI_SRCS),$(CLIENT_SRCS)),$(BIN)/rkv)
 
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
-	$(BENCH_TP_BIN) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
+	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLI_BIN)
 
 .PHONY: all deps test check-rdma bench run clean install
@@ -130,6 +132,10 @@ $(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 		-o $@ $^ $(LDLIBS_SYS)
 
 $(BIN)/rkv-server: $(call obj,$(SERVER_MAIN)) $(SERVER_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+$(BIN)/rkv-bench-kv: $(call obj,$(BENCH_KV_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 

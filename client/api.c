@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "rtime.h"
 
@@ -118,6 +119,36 @@ static void unlink_done(struct rkv_client *c, struct opslot *o)
 		c->done_tail = prev;
 }
 
+/*
+ * A synchronous call waits by polling.  After spinning for
+ * RKV_SPIN_NS without a completion it sleeps briefly between polls, so
+ * that many waiting clients on few cores leave the CPU to the peers that
+ * must answer them (a software provider's target thread, another process).
+ */
+#define RKV_SPIN_NS 50000ull
+#define RKV_IDLE_SLEEP_NS 20000L
+
+static void idle_backoff(struct rkv_client *c, int progressed,
+			 uint64_t *idle_since)
+{
+	(void)c;
+	if (progressed) {
+		*idle_since = 0;
+		return;
+	}
+	uint64_t now = rkv_now_ns();
+
+	if (!*idle_since) {
+		*idle_since = now;
+		return;
+	}
+	if (now - *idle_since > RKV_SPIN_NS) {
+		struct timespec ts = { 0, RKV_IDLE_SLEEP_NS };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* Run the ops to completion (they must all fit in free slots). */
 static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 {
@@ -150,6 +181,8 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 		c->inflight++;
 		slots[i] = o;
 	}
+	uint64_t idle_since = 0;
+
 	for (;;) {
 		left = 0;
 		for (i = 0; i < n; i++) {
@@ -168,6 +201,7 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 		rc = client_progress(c);
 		if (rc < 0)
 			return rc;
+		idle_backoff(c, rc, &idle_since);
 	}
 }
 

@@ -51,7 +51,8 @@ extern "C" {
 
 struct rkv_client;
 
-/* Optional log callback: level 0 debug .. 3 error. */
+/* Optional log callback: level 0 debug .. 3 error.  Called on the thread
+ * that made the call that logs. */
 typedef void (*rkv_client_log_fn)(int level, const char *msg, void *arg);
 
 struct rkv_client_opts {
@@ -74,7 +75,7 @@ struct rkv_client_opts {
 	void *log_arg;
 };
 
-/* Fill opts with defaults. */
+/* Fill opts with defaults.  Thread safety: touches only opts. */
 void rkv_client_opts_init(struct rkv_client_opts *opts);
 
 /*
@@ -82,15 +83,18 @@ void rkv_client_opts_init(struct rkv_client_opts *opts);
  * -EINVAL (no servers, bad address, bad opts), -ECONNREFUSED, -ETIMEDOUT,
  * -EPROTO (protocol version mismatch), -ENOMEM, or a transport -errno.
  * The caller frees the client with rkv_client_destroy().
+ * Thread safety: any thread; clients are independent of each other.
  */
 int rkv_client_create(const struct rkv_client_opts *opts,
 		      struct rkv_client **out);
 
 /* Finish returning freed blocks, disconnect, free.  Accepts NULL.
- * Operations still in flight are abandoned. */
+ * Operations still in flight are abandoned.  Thread safety: no other
+ * call on c may run or follow. */
 void rkv_client_destroy(struct rkv_client *c);
 
-/* Number of servers and the address of server i. */
+/* Number of servers and the address of server i.  Thread safety: read
+ * only; safe from any thread while c lives. */
 unsigned rkv_client_nservers(const struct rkv_client *c);
 const char *rkv_client_server_addr(const struct rkv_client *c, unsigned i);
 /* The server index a key routes to. */
@@ -100,23 +104,25 @@ unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 /*
  * Read key into buf (cap bytes).  On success returns 0 and sets *val_len.
  * -ENOENT when absent; -ENOBUFS when cap is too small (*val_len then says
- * how much is needed).
+ * how much is needed).  Thread safety: one thread at a time per client.
  */
 int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
 	    size_t cap, size_t *val_len);
 
 /* Insert or replace.  Returns 0 once the value is visible to every later
- * get; -ENOSPC, -EMSGSIZE, -EINVAL, -ETIMEDOUT, -ECONNRESET. */
+ * get; -ENOSPC, -EMSGSIZE, -EINVAL, -ETIMEDOUT, -ECONNRESET.
+ * Thread safety: one thread at a time per client. */
 int rkv_put(struct rkv_client *c, const void *key, size_t key_len,
 	    const void *val, size_t val_len);
 
-/* Remove.  Returns 0, or -ENOENT when absent. */
+/* Remove.  Returns 0, or -ENOENT when absent.  Thread safety: one thread
+ * at a time per client. */
 int rkv_delete(struct rkv_client *c, const void *key, size_t key_len);
 
 /*
  * Read-modify-write callback.  old/old_len is the current value (old is
  * NULL when the key is absent).  Write the new value into out (out_cap
- * bytes, at least RKV_VALUE_MAX) and set *out_len, then return
+ * bytes: the client's max_value) and set *out_len, then return
  * RKV_RMW_WRITE; return RKV_RMW_KEEP to leave the value as it is (or
  * absent), RKV_RMW_DELETE to delete the key, or a -errno to abort: the
  * operation then returns it and changes nothing.  The callback may run
@@ -130,7 +136,8 @@ typedef int (*rkv_rmw_fn)(const void *old, size_t old_len, void *out,
 			  size_t out_cap, size_t *out_len, void *arg);
 
 /* Apply fn to key under the slot's CAS lock.  Returns 0 or -errno (fn's,
- * or one of the above). */
+ * or one of the above).  Thread safety: one thread at a time per client;
+ * fn runs on the calling thread and must not call into c. */
 int rkv_rmw(struct rkv_client *c, const void *key, size_t key_len,
 	    rkv_rmw_fn fn, void *arg);
 
@@ -149,7 +156,7 @@ struct rkv_kv {
  * Batches: every item's first round is posted in one doorbell per server,
  * and so on, so N keys on one server take 2 RTTs in total for mget.  Each
  * item gets its own status; the call returns 0 when all succeeded, else
- * the first item error.
+ * the first item error.  Thread safety: one thread at a time per client.
  */
 int rkv_mget(struct rkv_client *c, struct rkv_kv *items, size_t n);
 int rkv_mput(struct rkv_client *c, struct rkv_kv *items, size_t n);
@@ -189,14 +196,18 @@ struct rkv_op {
  * Queue op; its first round is posted at the next rkv_poll (so ops
  * submitted together share doorbells).  Returns 0, -EAGAIN when
  * max_inflight ops are in flight (poll first), -EINVAL, -EMSGSIZE.
+ * Thread safety: one thread at a time per client (the same thread as
+ * rkv_poll, or serialized with it).
  */
 int rkv_submit(struct rkv_client *c, struct rkv_op *op);
 /*
  * Make progress; return up to max finished ops in done[].  Returns the
  * count (0 when none finished yet), or -errno on a client-wide failure.
+ * Never blocks.  Thread safety: one thread at a time per client.
  */
 int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max);
-/* Ops submitted and not yet returned by rkv_poll. */
+/* Ops submitted and not yet returned by rkv_poll.  Thread safety: as
+ * rkv_poll. */
 unsigned rkv_inflight(const struct rkv_client *c);
 
 /* --------------------------------------------------------- statistics */
@@ -219,10 +230,13 @@ struct rkv_client_stats {
 	uint64_t doorbells;       /* rkv_post calls */
 };
 
+/* Copy / clear the counters.  Thread safety: as rkv_poll. */
 void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st);
 void rkv_client_stats_reset(struct rkv_client *c);
 
-/* Counters of server i, fetched over the control plane (one RTT). */
+/* Counters of server i, fetched over the control plane (one RTT).
+ * Returns 0, -EINVAL (no such server), -ETIMEDOUT, -ECONNRESET.
+ * Thread safety: one thread at a time per client. */
 struct rkv_server_stats {
 	uint64_t uptime_ms, clients, clients_total, keys, nbuckets, data_len,
 		data_free, data_grace, chunks_granted, blocks_returned,

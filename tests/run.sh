@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# run.sh - `make test`: unit tests, then the conformance suite on every
-# provider (verbs skips with its reason when there is no RDMA device).
+# run.sh - `make test`: unit tests, the transport conformance suite and the
+# integration tests on every provider (verbs skips with its reason when
+# there is no RDMA device: `make check-rdma` runs it for real).
 #   tests/run.sh BUILD_DIR
 # Ends with "N passed, N failed[, N skipped]"; exit 0 only when none failed.
 set -u
 O=${1:-build}
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib/tap.sh
+PROVIDERS=${RKV_TEST_PROVIDERS:-tcp shm verbs}
 
 for t in "$O"/tests/test_*; do
   [ -x "$t" ] || continue
   tap_run "$(basename "$t")" 300 "$t"
 done
 if [ -x "$O/tests/conformance" ]; then
-  for p in ${RKV_TEST_PROVIDERS:-tcp shm verbs}; do
+  for p in $PROVIDERS; do
     tap_run "conformance-$p" 600 "$O/tests/conformance" --provider "$p"
   done
 fi
+for t in "$O"/tests/itest_*; do
+  [ -x "$t" ] || continue
+  for p in $PROVIDERS; do
+    tap_run "$(basename "$t")-$p" 900 "$t" --provider "$p"
+  done
+done
 for s in tests/integration/*.sh; do
   [ -f "$s" ] || continue
-  tap_run "$(basename "$s" .sh)" 600 bash "$s" "$O"
+  tap_run "$(basename "$s" .sh)" 300 bash "$s" "$O"
 done
 tap_summary

@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rkv-bench-kv - load keys into rkv servers, then run a mixed workload
+ * through librkv's pipelined interface and report throughput, latency
+ * percentiles and round trips per operation type.
+ *
+ *   rkv-bench-kv --servers ADDR[,ADDR] [--keys N] [--ops N | --seconds S]
+ *                [--mix GET:PUT:RMW:DEL] [--value-size B] [--inflight K]
+ *                [--json FILE] [--label TEXT] [--no-load]
+ *
+ * A progress line is printed every second on a terminal (or with
+ * --progress).  Not a test: figures depend on the machine.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "rkv.h"
+#include "rtime.h"
+
+#define NTYPES 4
+static const char *const type_name[NTYPES] = { "get", "put", "delete", "rmw" };
+
+struct slot {
+	struct rkv_op op;
+	char key[32];
+	char val[4096];
+	char buf[4096];
+};
+
+static uint64_t g_rng = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	g_rng ^= g_rng << 13;
+	g_rng ^= g_rng >> 7;
+	g_rng ^= g_rng << 17;
+	return g_rng;
+}
+
+static int inc_fn(const void *old, size_t old_len, void *out, size_t cap,
+		  size_t *out_len, void *arg)
+{
+	uint64_t v = 0;
+
+	(void)cap;
+	(void)arg;
+	if (old && old_len >= 8)
+		memcpy(&v, old, 8);
+	v++;
+	memcpy(out, &v, 8);
+	*out_len = 8;
+	return RKV_RMW_WRITE;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: rkv-bench-kv --servers ADDR[,ADDR] [--keys N] "
+		   "[--ops N | --seconds S] [--mix GET:PUT:RMW:DEL]\n"
+		   "       [--value-size B] [--inflight K] [--json FILE] "
+		   "[--label TEXT] [--no-load] [--progress]\n");
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t min,
+		     uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max) {
+		fprintf(stderr, "rkv-bench-kv: %s: bad value '%s' (%llu..%llu)\n",
+			opt, s, (unsigned long long)min,
+			(unsigned long long)max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "servers", required_argument, NULL, 's' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "ops", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 'S' },
+		{ "mix", required_argument, NULL, 'm' },
+		{ "value-size", required_argument, NULL, 'v' },
+		{ "inflight", required_argument, NULL, 'i' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "no-load", no_argument, NULL, 'N' },
+		{ "progress", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *servers = NULL, *json = NULL, *label = "";
+	uint64_t keys = 100000, ops = 0, seconds = 0, vsize = 1000,
+		 inflight = 16;
+	unsigned mix[NTYPES] = { 70, 20, 0, 10 };
+	int no_load = 0, progress = isatty(1), ch;
+
+	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPh", lo,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 's': servers = optarg; break;
+		case 'k':
+			if (parse_u64("--keys", optarg, 1, 100000000, &keys))
+				return 2;
+			break;
+		case 'n':
+			if (parse_u64("--ops", optarg, 1, 1ull << 40, &ops))
+				return 2;
+			break;
+		case 'S':
+			if (parse_u64("--seconds", optarg, 1, 86400, &seconds))
+				return 2;
+			break;
+		case 'm':
+			if (sscanf(optarg, "%u:%u:%u:%u", &mix[0], &mix[1],
+				   &mix[3], &mix[2]) != 4 ||
+			    mix[0] + mix[1] + mix[2] + mix[3] != 100) {
+				fprintf(stderr, "rkv-bench-kv: --mix: want "
+						"GET:PUT:RMW:DEL summing to 100, "
+						"got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'v':
+			if (parse_u64("--value-size", optarg, 8, 4096, &vsize))
+				return 2;
+			break;
+		case 'i':
+			if (parse_u64("--inflight", optarg, 1, 256, &inflight))
+				return 2;
+			break;
+		case 'j': json = optarg; break;
+		case 'l': label = optarg; break;
+		case 'N': no_load = 1; break;
+		case 'P': progress = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!servers) {
+		fprintf(stderr, "rkv-bench-kv: --servers is required\n");
+		return 2;
+	}
+	if (!ops && !seconds)
+		ops = 200000;
+
+	struct rkv_client_opts o;
+	struct rkv_client *c;
+	int rc;
+
+	rkv_client_opts_init(&o);
+	o.servers = servers;
+	o.max_inflight = (unsigned)inflight;
+	o.max_value = 4096;
+	o.name = "rkv-bench-kv";
+	rc = rkv_client_create(&o, &c);
+	if (rc) {
+		fprintf(stderr, "rkv-bench-kv: cannot connect to %s: %s "
+				"(is rkv-server running?)\n",
+			servers, strerror(-rc));
+		return 2;
+	}
+	struct slot *sl = calloc(inflight, sizeof(*sl));
+	struct rkv_op *done[64];
+	struct rkv_hist h[NTYPES];
+	uint64_t errs[NTYPES] = { 0 }, cnt[NTYPES] = { 0 };
+
+	if (!sl) {
+		fprintf(stderr, "rkv-bench-kv: out of memory\n");
+		return 2;
+	}
+	for (int t = 0; t < NTYPES; t++)
+		rkv_hist_init(&h[t]);
+
+	/* load phase: put every key once, pipelined */
+	uint64_t next = 0, finished = 0, t0 = rkv_now_ns(), last = t0;
+
+	for (uint64_t i = 0; i < inflight; i++) {
+		memset(sl[i].val, 'a' + (int)(i % 26), sizeof(sl[i].val));
+		sl[i].op.user = &sl[i];
+	}
+	if (!no_load) {
+		while (finished < keys) {
+			for (uint64_t i = 0; i < inflight && next < keys; i++) {
+				struct slot *s = &sl[i];
+
+				if (s->op.status == -EINPROGRESS)
+					continue;
+				int n = snprintf(s->key, sizeof(s->key),
+						 "key%010llu",
+						 (unsigned long long)next);
+				s->op = (struct rkv_op){
+					.type = RKV_OP_PUT, .key = s->key,
+					.key_len = (size_t)n, .val = s->val,
+					.val_len = vsize, .user = s };
+				if (rkv_submit(c, &s->op))
+					break;
+				next++;
+			}
+			int n = rkv_poll(c, done, 64);
+
+			if (n < 0) {
+				fprintf(stderr, "rkv-bench-kv: %s\n",
+					strerror(-n));
+				return 2;
+			}
+			for (int i = 0; i < n; i++) {
+				if (done[i]->status) {
+					fprintf(stderr,
+						"rkv-bench-kv: load: put %.*s: %s\n",
+						(int)done[i]->key_len,
+						(const char *)done[i]->key,
+						strerror(-done[i]->status));
+					return 2;
+				}
+				done[i]->status = 0;
+				finished++;
+			}
+			uint64_t now = rkv_now_ns();
+
+			if (progress && now - last > 1000000000ull) {
+				fprintf(stderr, "\rload: %llu/%llu keys",
+					(unsigned long long)finished,
+					(unsigned long long)keys);
+				last = now;
+			}
+		}
+		double s = (double)(rkv_now_ns() - t0) / 1e9;
+
+		if (progress)
+			fprintf(stderr, "\r");
+		printf("load: %llu keys of %llu bytes in %.2f s (%.0f puts/s)\n",
+		       (unsigned long long)keys, (unsigned long long)vsize, s,
+		       (double)keys / s);
+	}
+	rkv_client_stats_reset(c);
+
+	/* run phase */
+	uint64_t started = 0, end_ns = seconds ? rkv_now_ns() + seconds * 1000000000ull : 0;
+
+	finished = 0;
+	t0 = last = rkv_now_ns();
+	uint64_t last_done = 0;
+
+	for (;;) {
+		int more = seconds ? rkv_now_ns() < end_ns : started < ops;
+
+		for (uint64_t i = 0; more && i < inflight; i++) {
+			struct slot *s = &sl[i];
+
+			if (!seconds && started >= ops)
+				break;
+
+			if (s->op.status == -EINPROGRESS)
+				continue;
+			unsigned r = (unsigned)(rnd() % 100), t = 0;
+
+			while (t < NTYPES - 1 && r >= mix[t]) {
+				r -= mix[t];
+				t++;
+			}
+			int n = snprintf(s->key, sizeof(s->key), "key%010llu",
+					 (unsigned long long)(rnd() % keys));
+
+			s->op = (struct rkv_op){ .type = (enum rkv_op_type)t,
+						 .key = s->key,
+						 .key_len = (size_t)n,
+						 .val = s->val, .val_len = vsize,
+						 .buf = s->buf,
+						 .buf_cap = sizeof(s->buf),
+						 .fn = inc_fn, .user = s };
+			if (rkv_submit(c, &s->op))
+				break;
+			started++;
+		}
+		if (!more && rkv_inflight(c) == 0)
+			break;
+		int n = rkv_poll(c, done, 64);
+
+		if (n < 0) {
+			fprintf(stderr, "rkv-bench-kv: %s\n", strerror(-n));
+			return 2;
+		}
+		for (int i = 0; i < n; i++) {
+			struct rkv_op *op = done[i];
+			unsigned t = op->type;
+
+			cnt[t]++;
+			rkv_hist_add(&h[t], op->latency_ns);
+			if (op->status && op->status != -ENOENT)
+				errs[t]++;
+			op->status = 0;
+			finished++;
+		}
+		uint64_t now = rkv_now_ns();
+
+		if (progress && now - last >= 1000000000ull) {
+			double el = (double)(now - t0) / 1e9;
+			double rate = (double)(finished - last_done) /
+				      ((double)(now - last) / 1e9);
+			double left = seconds ? (double)(end_ns - now) / 1e9 :
+				      rate > 0 ? (double)(ops - finished) / rate : 0;
+
+			fprintf(stderr, "\r%.0fs: %llu ops, %.0f ops/s, ~%.0fs left   ",
+				el, (unsigned long long)finished, rate,
+				left > 0 ? left : 0);
+			last = now;
+			last_done = finished;
+		}
+	}
+	double secs = (double)(rkv_now_ns() - t0) / 1e9;
+	struct rkv_client_stats st;
+
+	if (progress)
+		fprintf(stderr, "\r%60s\r", "");
+	rkv_client_stats(c, &st);
+	const struct rkv_op_stats *ost[NTYPES] = { &st.get, &st.put, &st.del,
+						   &st.rmw };
+
+	printf("run: %llu ops in %.2f s: %.0f ops/s (%s, %llu in flight)\n",
+	       (unsigned long long)finished, secs, (double)finished / secs,
+	       servers, (unsigned long long)inflight);
+	printf("%-7s %10s %12s %9s %9s %9s %9s %8s %8s %7s\n", "op", "count",
+	       "ops/s", "p50 us", "p99 us", "p999 us", "max us", "RTT/op",
+	       "retries", "errors");
+	FILE *jf = json ? fopen(json, "w") : NULL;
+
+	if (json && !jf) {
+		fprintf(stderr, "rkv-bench-kv: cannot write %s: %s\n", json,
+			strerror(errno));
+		return 2;
+	}
+	if (jf)
+		fprintf(jf, "{\"label\":\"%s\",\"servers\":\"%s\",\"seconds\":%.3f,"
+			    "\"ops\":%llu,\"ops_per_s\":%.1f,\"types\":[",
+			label, servers, secs, (unsigned long long)finished,
+			(double)finished / secs);
+	int first = 1;
+
+	for (int t = 0; t < NTYPES; t++) {
+		if (!cnt[t])
+			continue;
+		double rtt = ost[t]->ops ? (double)ost[t]->rtts /
+						   (double)ost[t]->ops : 0;
+
+		printf("%-7s %10llu %12.0f %9.2f %9.2f %9.2f %9.2f %8.2f %8llu %7llu\n",
+		       type_name[t], (unsigned long long)cnt[t],
+		       (double)cnt[t] / secs,
+		       rkv_hist_quantile(&h[t], 0.5) / 1e3,
+		       rkv_hist_quantile(&h[t], 0.99) / 1e3,
+		       rkv_hist_quantile(&h[t], 0.999) / 1e3,
+		       (double)h[t].max / 1e3, rtt,
+		       (unsigned long long)ost[t]->retries,
+		       (unsigned long long)errs[t]);
+		if (jf)
+			fprintf(jf, "%s{\"op\":\"%s\",\"count\":%llu,\"ops_per_s\":%.1f,"
+				    "\"p50_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,"
+				    "\"rtt_per_op\":%.3f,\"errors\":%llu}",
+				first ? "" : ",", type_name[t],
+				(unsigned long long)cnt[t], (double)cnt[t] / secs,
+				rkv_hist_quantile(&h[t], 0.5) / 1e3,
+				rkv_hist_quantile(&h[t], 0.99) / 1e3,
+				rkv_hist_quantile(&h[t], 0.999) / 1e3, rtt,
+				(unsigned long long)errs[t]);
+		first = 0;
+	}
+	printf("cache hits %llu, misses %llu; lock waits %llu, steals %llu; "
+	       "doorbells %llu\n",
+	       (unsigned long long)st.cache_hits,
+	       (unsigned long long)st.cache_misses,
+	       (unsigned long long)st.lock_waits,
+	       (unsigned long long)st.lock_steals,
+	       (unsigned long long)st.doorbells);
+	if (jf) {
+		fprintf(jf, "]}\n");
+		fclose(jf);
+	}
+	rkv_client_destroy(c);
+	free(sl);
+	return 0;
+}
