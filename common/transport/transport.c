@@ -423,7 +423,8 @@ void rkv_ep_destroy(struct rkv_ep *ep)
 
 enum rkv_ep_state rkv_ep_state(const struct rkv_ep *ep)
 {
-	return ep->state;
+	/* providers' threads set it (atomically) while the owner polls */
+	return __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE);
 }
 
 const char *rkv_ep_peer(const struct rkv_ep *ep)

@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c - rkv-server's settings: one table (name, type, bounds, default,
+ * help), like Redis's static_configs[], drives defaults, getopt_long
+ * parsing, --help and the printed effective configuration, so a setting is
+ * added in one place.  Values are checked one by one when parsed (syntax,
+ * bounds, alignment) and together in rkv_srv_config_finish (exclusive
+ * options, grace > lease, chunk <= memory).  Every error is one line that
+ * names the option; nothing here prints except to the FILE given.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server_internal.h"
+
+enum cfg_type {
+	T_ADDR,  /* provider address, checked with rkv_tp_addr_parse */
+	T_STR,   /* free string */
+	T_SIZE,  /* bytes with K/M/G/T suffix */
+	T_U64,   /* unsigned decimal */
+	T_I64,   /* signed decimal */
+	T_LEVEL, /* log level name */
+};
+
+enum cfg_flags {
+	F_ALIGN64 = 1u << 0, /* multiple of 64 */
+	F_POW2 = 1u << 1,    /* power of two */
+};
+
+struct cfg_row {
+	const char *name;    /* long option, without "--" */
+	enum cfg_type type;
+	size_t off;          /* field in struct rkv_srv_config */
+	size_t cap;          /* T_ADDR/T_STR: field size */
+	int64_t min, max;    /* bounds (numbers) */
+	unsigned flags;      /* enum cfg_flags */
+	const char *def;     /* default, parsed like the CLI; NULL = unset */
+	const char *metavar;
+	const char *help;
+};
+
+#define FIELD(f) offsetof(struct rkv_srv_config, f)
+#define CAP(f) sizeof(((struct rkv_srv_config *)0)->f)
+
+static const struct cfg_row g_rows[] = {
+	{ "listen", T_ADDR, FIELD(listen), CAP(listen), 0, 0, 0,
+	  "tcp://127.0.0.1:7000", "ADDR",
+	  "tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT or auto://HOST:PORT"
+	  " (port 0 picks a free one)" },
+	{ "memory", T_SIZE, FIELD(memory), 0, 4096,
+	  (int64_t)RKV_MAX_DATA_REGION, F_ALIGN64, "256M", "SIZE",
+	  "data region bytes (K/M/G/T suffixes)" },
+	{ "buckets", T_U64, FIELD(buckets), 0, 2, 1ll << 32, F_POW2, NULL, "N",
+	  "index buckets of 8 slots, a power of two (default: from --capacity)" },
+	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, "1000000",
+	  "KEYS", "keys the index holds at 75% load (sizes --buckets)" },
+	{ "lease", T_U64, FIELD(lease_ms), 0, 1, 60000, 0, "100", "MS",
+	  "slot lock lease in milliseconds" },
+	{ "grace", T_U64, FIELD(grace_ms), 0, 1, 3600000, 0, "1000", "MS",
+	  "block reuse grace period in milliseconds (> --lease)" },
+	{ "chunk", T_SIZE, FIELD(chunk), 0, 4096, RKV_SRV_CHUNK_MAX, F_ALIGN64,
+	  "1M", "SIZE", "default chunk a client carves blocks from" },
+	{ "max-clients", T_U64, FIELD(max_clients), 0, 1, 65536, 0, "1024",
+	  "N", "most clients connected at once" },
+	{ "device", T_STR, FIELD(device), CAP(device), 0, 0, 0, NULL, "NAME",
+	  "verbs: RDMA device (default: first with an active port)" },
+	{ "port", T_I64, FIELD(port), 0, 0, 255, 0, "0", "N",
+	  "verbs: device port (0 chooses)" },
+	{ "gid-index", T_I64, FIELD(gid_index), 0, -1, 1023, 0, "-1", "N",
+	  "verbs: GID index (-1 chooses RoCEv2)" },
+	{ "log-level", T_LEVEL, FIELD(log_level), 0, 0, 0, 0, "info", "LEVEL",
+	  "debug, info, warn or error" },
+};
+
+#define NROWS (sizeof(g_rows) / sizeof(g_rows[0]))
+_Static_assert(NROWS <= sizeof(unsigned) * 8, "set_mask holds every row");
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int rkv_srv_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v, mul = 1;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	case 't': case 'T': mul = 1ull << 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' && mul > 1)
+		end++;
+	if ((*end == 'b' || *end == 'B') && mul > 1)
+		end++;
+	if (*end != '\0')
+		return -EINVAL;
+	if (v > UINT64_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+uint64_t rkv_srv_buckets_for(uint64_t keys)
+{
+	uint64_t need = (keys + 5) / 6, n = 2;
+
+	while (n < need && n < (1ull << 62))
+		n <<= 1;
+	return n;
+}
+
+static const struct cfg_row *find_row(const char *name)
+{
+	for (size_t i = 0; i < NROWS; i++)
+		if (strcmp(g_rows[i].name, name) == 0)
+			return &g_rows[i];
+	return NULL;
+}
+
+static void size_str(uint64_t v, char *buf, size_t n)
+{
+	static const char suf[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		unsigned shift = 10u * (unsigned)(4 - i);
+
+		if (v && v % (1ull << shift) == 0) {
+			snprintf(buf, n, "%" PRIu64 "%c", v >> shift, suf[i]);
+			return;
+		}
+	}
+	snprintf(buf, n, "%" PRIu64, v);
+}
+
+static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
+		   const char *value, char *err, size_t errlen)
+{
+	char *field = (char *)cfg + r->off;
+	uint64_t u;
+	int64_t i;
+	enum rkv_log_level lv;
+
+	switch (r->type) {
+	case T_ADDR: {
+		struct rkv_tp_addr a;
+
+		if (strlen(value) >= r->cap || rkv_tp_addr_parse(value, &a)) {
+			errf(err, errlen,
+			     "--%s: '%s' is not an address (tcp://HOST:PORT, "
+			     "shm:///NAME, verbs://HOST:PORT, auto://HOST:PORT)",
+			     r->name, value);
+			return -EINVAL;
+		}
+		memcpy(field, value, strlen(value) + 1);
+		return 0;
+	}
+	case T_STR:
+		if (strlen(value) >= r->cap) {
+			errf(err, errlen, "--%s: '%s' is longer than %zu bytes",
+			     r->name, value, r->cap - 1);
+			return -EINVAL;
+		}
+		memcpy(field, value, strlen(value) + 1);
+		return 0;
+	case T_LEVEL:
+		if (rkv_log_level_parse(value, &lv) || lv == RKV_LOG_OFF) {
+			errf(err, errlen,
+			     "--%s: '%s' is not one of debug, info, warn, error",
+			     r->name, value);
+			return -EINVAL;
+		}
+		*(int64_t *)(void *)field = lv;
+		return 0;
+	case T_SIZE:
+	case T_U64:
+		if (r->type == T_SIZE ? rkv_srv_parse_size(value, &u)
+				      : parse_u64(value, &u)) {
+			errf(err, errlen, "--%s: '%s' is not %s", r->name,
+			     value,
+			     r->type == T_SIZE
+				     ? "a size (a number with an optional "
+				       "K, M, G or T suffix)"
+				     : "a non-negative integer");
+			return -EINVAL;
+		}
+		if (u < (uint64_t)r->min || u > (uint64_t)r->max) {
+			char lo[32], hi[32];
+
+			if (r->type == T_SIZE) {
+				size_str((uint64_t)r->min, lo, sizeof(lo));
+				size_str((uint64_t)r->max, hi, sizeof(hi));
+			} else {
+				snprintf(lo, sizeof(lo), "%" PRId64, r->min);
+				snprintf(hi, sizeof(hi), "%" PRId64, r->max);
+			}
+			errf(err, errlen, "--%s: %s is out of range [%s, %s]",
+			     r->name, value, lo, hi);
+			return -EINVAL;
+		}
+		if ((r->flags & F_ALIGN64) && u % 64) {
+			errf(err, errlen, "--%s: %s is not a multiple of 64",
+			     r->name, value);
+			return -EINVAL;
+		}
+		if ((r->flags & F_POW2) && (u & (u - 1))) {
+			errf(err, errlen, "--%s: %s is not a power of two",
+			     r->name, value);
+			return -EINVAL;
+		}
+		*(uint64_t *)(void *)field = u;
+		return 0;
+	case T_I64:
+		if (parse_i64(value, &i)) {
+			errf(err, errlen, "--%s: '%s' is not an integer",
+			     r->name, value);
+			return -EINVAL;
+		}
+		if (i < r->min || i > r->max) {
+			errf(err, errlen,
+			     "--%s: %s is out of range [%" PRId64 ", %" PRId64
+			     "]",
+			     r->name, value, r->min, r->max);
+			return -EINVAL;
+		}
+		*(int64_t *)(void *)field = i;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void rkv_srv_config_init(struct rkv_srv_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NROWS; i++) {
+		if (g_rows[i].def &&
+		    set_row(cfg, &g_rows[i], g_rows[i].def, NULL, 0) != 0)
+			abort(); /* a bad default is a bug in the table */
+	}
+	cfg->nbuckets = cfg->buckets ? cfg->buckets
+				     : rkv_srv_buckets_for(cfg->capacity);
+}
+
+int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
+		       const char *value, char *err, size_t errlen)
+{
+	const struct cfg_row *r = find_row(name);
+	int rc;
+
+	if (!r) {
+		errf(err, errlen, "unknown option '--%s' (see --help)", name);
+		return -EINVAL;
+	}
+	rc = set_row(cfg, r, value, err, errlen);
+	if (rc == 0)
+		cfg->set_mask |= 1u << (r - g_rows);
+	return rc;
+}
+
+static int is_set(const struct rkv_srv_config *cfg, const char *name)
+{
+	const struct cfg_row *r = find_row(name);
+
+	return r && (cfg->set_mask & (1u << (r - g_rows)));
+}
+
+int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
+			  size_t errlen)
+{
+	char a[32], b[32];
+
+	if (is_set(cfg, "buckets") && is_set(cfg, "capacity")) {
+		errf(err, errlen,
+		     "--buckets and --capacity size the same index: give one");
+		return -EINVAL;
+	}
+	if (cfg->grace_ms <= cfg->lease_ms) {
+		errf(err, errlen,
+		     "--grace: %" PRIu64 " ms must be longer than --lease (%"
+		     PRIu64 " ms)",
+		     cfg->grace_ms, cfg->lease_ms);
+		return -EINVAL;
+	}
+	if (cfg->chunk > cfg->memory) {
+		size_str(cfg->chunk, a, sizeof(a));
+		size_str(cfg->memory, b, sizeof(b));
+		errf(err, errlen, "--chunk: %s is larger than --memory (%s)", a,
+		     b);
+		return -EINVAL;
+	}
+	cfg->nbuckets = cfg->buckets ? cfg->buckets
+				     : rkv_srv_buckets_for(cfg->capacity);
+	if (cfg->nbuckets > (1ull << 32)) {
+		errf(err, errlen,
+		     "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
+		     cfg->capacity);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void rkv_srv_config_usage(FILE *out, const char *prog)
+{
+	fprintf(out, "usage: %s [options]\n\n", prog);
+	fprintf(out, "rkv-server: the memory side of rkv.  Clients read and "
+		     "write its regions with\none-sided RDMA; the server only "
+		     "serves the control plane.\n\noptions:\n");
+	for (size_t i = 0; i < NROWS; i++) {
+		const struct cfg_row *r = &g_rows[i];
+		char opt[48];
+
+		snprintf(opt, sizeof(opt), "--%s %s", r->name, r->metavar);
+		fprintf(out, "  %-24s %s", opt, r->help);
+		if (r->def)
+			fprintf(out, " [%s]", r->def);
+		fputc('\n', out);
+	}
+	fprintf(out, "  %-24s %s\n", "-h, --help", "this text");
+	fprintf(out, "\nOn start it prints its configuration to stderr and, "
+		     "when ready, one line\n\"rkv-server: listening on ADDR\" "
+		     "to stdout.  SIGINT or SIGTERM stop it.\n");
+}
+
+int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
+			 FILE *out, char *err, size_t errlen)
+{
+	struct option opts[NROWS + 2];
+	int c, rc;
+
+	for (size_t i = 0; i < NROWS; i++) {
+		opts[i] = (struct option){ .name = g_rows[i].name,
+					   .has_arg = required_argument,
+					   .flag = NULL,
+					   .val = 256 + (int)i };
+	}
+	opts[NROWS] = (struct option){ "help", no_argument, NULL, 'h' };
+	opts[NROWS + 1] = (struct option){ NULL, 0, NULL, 0 };
+
+	optind = 0; /* glibc: full reinitialisation, so tests can reparse */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			rkv_srv_config_usage(out, argv[0]);
+			return 1;
+		}
+		if (c == '?') {
+			errf(err, errlen, "unknown option '%s' (see --help)",
+			     argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (c == ':') {
+			errf(err, errlen, "option '%s' needs a value",
+			     argv[optind - 1]);
+			return -EINVAL;
+		}
+		rc = rkv_srv_config_set(cfg, g_rows[c - 256].name, optarg, err,
+					errlen);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		errf(err, errlen, "unexpected argument '%s' (see --help)",
+		     argv[optind]);
+		return -EINVAL;
+	}
+	return rkv_srv_config_finish(cfg, err, errlen);
+}
+
+void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
+{
+	char buf[64];
+
+	fprintf(out, "rkv-server configuration:\n");
+	for (size_t i = 0; i < NROWS; i++) {
+		const struct cfg_row *r = &g_rows[i];
+		const char *field = (const char *)cfg + r->off;
+		const char *from = (cfg->set_mask & (1u << i)) ? "" : " (default)";
+
+		fprintf(out, "  %-12s ", r->name);
+		switch (r->type) {
+		case T_ADDR:
+		case T_STR:
+			fprintf(out, "%s", *field ? field : "(auto)");
+			break;
+		case T_SIZE:
+			size_str(*(const uint64_t *)(const void *)field, buf,
+				 sizeof(buf));
+			fprintf(out, "%s", buf);
+			break;
+		case T_U64:
+			if (r->off == FIELD(buckets)) {
+				size_str(cfg->nbuckets * RKV_BUCKET_SIZE, buf,
+					 sizeof(buf));
+				fprintf(out,
+					"%" PRIu64 " (index %s, %" PRIu64
+					" keys at 75%%)",
+					cfg->nbuckets, buf,
+					cfg->nbuckets * RKV_SLOTS_PER_BUCKET *
+						3 / 4);
+				from = is_set(cfg, "buckets") ? ""
+							      : " (derived)";
+			} else {
+				fprintf(out, "%" PRIu64,
+					*(const uint64_t *)(const void *)field);
+			}
+			break;
+		case T_I64:
+			fprintf(out, "%" PRId64,
+				*(const int64_t *)(const void *)field);
+			break;
+		case T_LEVEL:
+			fprintf(out, "%s",
+				rkv_log_level_str((enum rkv_log_level) *
+						  (const int64_t *)(const void *)
+							  field));
+			break;
+		}
+		fprintf(out, "%s\n", from);
+	}
+	fflush(out);
+}

@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctrl.c - the control plane: connections and control messages, served
+ * from one thread by a poll loop (rkv_srv_poll).
+ *
+ * Each connection registers one buffer: RKV_CTRL_RECVS receive buffers,
+ * always posted except while their message waits to be served, and
+ * RKV_CTRL_SENDS send buffers, each reused only after its SEND completed.
+ * A request is served only when a send buffer is free (every request gets
+ * exactly one reply), so a client that sends faster than it reaps replies
+ * just has its requests wait in the per-connection FIFO; the FIFO cannot
+ * overflow because it holds at most the RECVS buffers.
+ *
+ * wr_id = slot << 32 | (generation & 0xffffff) << 8 | buffer.  A completion
+ * whose slot is empty or whose generation differs belongs to a connection
+ * already closed and is dropped, so a closed connection's memory is never
+ * touched again, whatever completions a provider still delivers.
+ *
+ * What the server trusts: nothing from the wire.  Messages go through
+ * rkv_msg_decode; a malformed one (or a reply type sent as a request)
+ * closes that connection only.  Offsets and lengths of BLOCK_RETURN and
+ * CHUNK_RETIRE are checked against the region and the space state.
+ *
+ * Client death (error completion, dead endpoint, malformed message): the
+ * chunks it still held become orphans and rkv_space_rebuild moves their
+ * unused units to the grace queue, keeping what the index names and what
+ * other clients hold.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "rtime.h"
+#include "server_internal.h"
+
+#define NBUFS (RKV_CTRL_RECVS + RKV_CTRL_SENDS)
+#define ACCEPTS_PER_PASS 8
+
+const char *rkv_conn_state_str(enum rkv_conn_state s)
+{
+	switch (s) {
+	case RKV_CONN_HELLO: return "hello";
+	case RKV_CONN_READY: return "ready";
+	case RKV_CONN_CLOSING: return "closing";
+	}
+	return "?";
+}
+
+static uint64_t make_wr_id(const struct rkv_srv_conn *c, unsigned buf)
+{
+	return (uint64_t)c->slot << 32 | (uint64_t)(c->gen & 0xffffffu) << 8 |
+	       buf;
+}
+
+static char *buf_of(const struct rkv_srv_conn *c, unsigned buf)
+{
+	return c->buf + (size_t)buf * RKV_MSG_MAX;
+}
+
+/* "client 3 'trainer' (tcp://127.0.0.1:5555)" for logs */
+static const char *who(const struct rkv_srv_conn *c, char *s, size_t n)
+{
+	if (c->client_id)
+		snprintf(s, n, "client %u '%s' (%s)", c->client_id, c->name,
+			 c->peer);
+	else
+		snprintf(s, n, "connection %s", c->peer);
+	return s;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+static int post_recv(struct rkv_srv_conn *c, unsigned buf)
+{
+	struct rkv_recv_wr wr = {
+		.wr_id = make_wr_id(c, buf),
+		.local = buf_of(c, buf),
+		.length = RKV_MSG_MAX,
+		.lkey = c->mr->lkey,
+	};
+
+	return rkv_post_recv(c->ep, &wr, NULL);
+}
+
+static int conn_create(struct rkv_srv *srv, struct rkv_ep *ep, uint32_t slot,
+		       uint64_t now_ms, struct rkv_srv_conn **out)
+{
+	struct rkv_srv_conn *c;
+	struct rkv_recv_wr wr[RKV_CTRL_RECVS];
+	int rc;
+
+	c = rkv_calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->srv = srv;
+	c->ep = ep;
+	c->slot = slot;
+	c->gen = ++srv->gens[slot];
+	c->state = RKV_CONN_HELLO;
+	c->since_ms = now_ms;
+	snprintf(c->peer, sizeof(c->peer), "%s", rkv_ep_peer(ep));
+	c->buf = rkv_aligned_alloc(4096, (size_t)NBUFS * RKV_MSG_MAX);
+	if (!c->buf) {
+		rc = -ENOMEM;
+		goto err_free_conn;
+	}
+	memset(c->buf, 0, (size_t)NBUFS * RKV_MSG_MAX);
+	rc = rkv_mr_reg(srv->tp, c->buf, (size_t)NBUFS * RKV_MSG_MAX,
+			RKV_ACCESS_LOCAL_WRITE, &c->mr);
+	if (rc)
+		goto err_free_buf;
+	for (unsigned i = 0; i < RKV_CTRL_RECVS; i++) {
+		wr[i] = (struct rkv_recv_wr){
+			.next = i + 1 < RKV_CTRL_RECVS ? &wr[i + 1] : NULL,
+			.wr_id = make_wr_id(c, i),
+			.local = buf_of(c, i),
+			.length = RKV_MSG_MAX,
+			.lkey = c->mr->lkey,
+		};
+	}
+	rc = rkv_post_recv(ep, wr, NULL);
+	if (rc)
+		goto err_dereg;
+	*out = c;
+	return 0;
+
+err_dereg:
+	rkv_mr_dereg(c->mr);
+err_free_buf:
+	rkv_free(c->buf);
+err_free_conn:
+	rkv_free(c);
+	return rc;
+}
+
+/* Orphaned chunks of a closed client: give their unused units back. */
+static void rebuild(struct rkv_srv *srv, const struct rkv_srv_conn *dead,
+		    uint64_t now_ms)
+{
+	struct rkv_space_extent *keep = NULL;
+	size_t nkeep = 0, cap = 0;
+	uint64_t freed = 0, t0 = rkv_now_ns();
+	char w[256];
+	int rc;
+
+	for (uint32_t i = 0; i < srv->nslots; i++)
+		if (srv->conns[i] && srv->conns[i] != dead)
+			cap += srv->conns[i]->nchunks;
+	if (cap) {
+		keep = rkv_malloc(cap * sizeof(*keep));
+		if (!keep) {
+			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+				"%s: no memory for the rebuild: %zu chunks "
+				"stay allocated",
+				who(dead, w, sizeof(w)), dead->nchunks);
+			return;
+		}
+		for (uint32_t i = 0; i < srv->nslots; i++) {
+			const struct rkv_srv_conn *o = srv->conns[i];
+
+			if (!o || o == dead || !o->nchunks)
+				continue;
+			memcpy(keep + nkeep, o->chunks,
+			       o->nchunks * sizeof(*keep));
+			nkeep += o->nchunks;
+		}
+	}
+	rc = rkv_space_rebuild(srv->space, dead->chunks, dead->nchunks, keep,
+			       nkeep, srv->index_mem,
+			       srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET, now_ms,
+			       &freed);
+	rkv_free(keep);
+	if (rc)
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+			"%s: rebuild incomplete: %s", who(dead, w, sizeof(w)),
+			strerror(-rc));
+	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+		"rebuild after %s: %zu orphan chunks, %" PRIu64
+		" bytes to grace, %.1f ms",
+		who(dead, w, sizeof(w)), dead->nchunks, freed,
+		(double)(rkv_now_ns() - t0) / 1e6);
+}
+
+/* Close and free a connection; its chunks become orphans (rebuild). */
+static void conn_close(struct rkv_srv_conn *c, uint64_t now_ms, int do_rebuild,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void conn_close(struct rkv_srv_conn *c, uint64_t now_ms, int do_rebuild,
+		       const char *fmt, ...)
+{
+	struct rkv_srv *srv = c->srv;
+	char why[200], w[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	/* no completion of this endpoint after this; stale ones are dropped
+	 * by the generation check */
+	rkv_ep_destroy(c->ep);
+	c->ep = NULL;
+	if (c->client_id) {
+		if (c->state == RKV_CONN_READY)
+			srv->nclients--;
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"%s disconnected: %s (%zu chunks held)",
+			who(c, w, sizeof(w)), why, c->nchunks);
+	} else {
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "%s closed: %s",
+			who(c, w, sizeof(w)), why);
+	}
+	if (c->nchunks && do_rebuild)
+		rebuild(srv, c, now_ms);
+	srv->conns[c->slot] = NULL;
+	srv->nconns--;
+	rkv_mr_dereg(c->mr);
+	rkv_free(c->buf);
+	rkv_free(c->chunks);
+	rkv_free(c);
+}
+
+void rkv_srv_ctrl_close_all(struct rkv_srv *srv)
+{
+	for (uint32_t i = 0; i < srv->nslots; i++)
+		if (srv->conns[i])
+			conn_close(srv->conns[i], rkv_now_ms(), 0,
+				   "server stopping");
+}
+
+int rkv_srv_ctrl_accept(struct rkv_srv *srv, uint64_t now_ms)
+{
+	int n = 0;
+
+	while (n < ACCEPTS_PER_PASS) {
+		struct rkv_srv_conn *c;
+		struct rkv_ep *ep;
+		uint32_t slot;
+		int rc = rkv_accept(srv->listener, srv->cq, 0, &ep);
+
+		if (rc == -ETIMEDOUT || rc == -EAGAIN)
+			break;
+		if (rc) {
+			if (rkv_srv_warn_ok(srv, now_ms))
+				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+					"accept failed: %s", strerror(-rc));
+			break;
+		}
+		n++;
+		for (slot = 0; slot < srv->nslots; slot++)
+			if (!srv->conns[slot])
+				break;
+		if (slot == srv->nslots) {
+			if (rkv_srv_warn_ok(srv, now_ms))
+				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+					"%s refused: %u connections open",
+					rkv_ep_peer(ep), srv->nconns);
+			rkv_ep_destroy(ep);
+			continue;
+		}
+		rc = conn_create(srv, ep, slot, now_ms, &c);
+		if (rc) {
+			if (rkv_srv_warn_ok(srv, now_ms))
+				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+					"%s dropped: cannot set up: %s",
+					rkv_ep_peer(ep), strerror(-rc));
+			rkv_ep_destroy(ep);
+			continue;
+		}
+		srv->conns[slot] = c;
+		srv->nconns++;
+		rkv_log(RKV_LOG_DEBUG, RKV_SRV_COMP, "connection from %s",
+			c->peer);
+	}
+	return n;
+}
+
+void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms)
+{
+	for (uint32_t i = 0; i < srv->nslots; i++) {
+		struct rkv_srv_conn *c = srv->conns[i];
+
+		if (!c)
+			continue;
+		/* An endpoint can enter the error state before its error
+		 * completion reaches the CQ; give the completion (which says
+		 * why) RKV_CTRL_ERR_WAIT_MS to arrive before closing here. */
+		if (rkv_ep_state(c->ep) == RKV_EP_ERROR) {
+			if (!c->err_seen_ms)
+				c->err_seen_ms = now_ms;
+			else if (now_ms - c->err_seen_ms >= RKV_CTRL_ERR_WAIT_MS)
+				conn_close(c, now_ms, 1,
+					   "endpoint in error state");
+		} else if (c->state == RKV_CONN_HELLO &&
+			 now_ms - c->since_ms > RKV_CTRL_HELLO_MS)
+			conn_close(c, now_ms, 1, "no HELLO within %u ms",
+				   RKV_CTRL_HELLO_MS);
+		else if (c->state == RKV_CONN_CLOSING &&
+			 now_ms - c->since_ms > RKV_CTRL_LINGER_MS)
+			conn_close(c, now_ms, 1, "final reply not completed");
+	}
+}
+
+/* ------------------------------------------------------------ replies */
+
+enum serve_rc {
+	SERVED = 0, /* reply posted, connection open */
+	CLOSED = 1, /* connection closed and freed */
+};
+
+static int free_send(const struct rkv_srv_conn *c)
+{
+	for (unsigned i = 0; i < RKV_CTRL_SENDS; i++)
+		if (!(c->send_busy & (1u << i)))
+			return (int)i;
+	return -1;
+}
+
+/* Post srv->rep (type and req_id set by the caller) on a free send slot. */
+static int send_reply(struct rkv_srv_conn *c, uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	int s = free_send(c), len, rc;
+	char *b;
+
+	if (s < 0) /* cannot happen: serve() runs only with a free slot */
+		return -ENOBUFS;
+	b = buf_of(c, RKV_CTRL_RECVS + (unsigned)s);
+	len = rkv_msg_encode(&srv->rep, b, RKV_MSG_MAX);
+	if (len < 0)
+		return len;
+	struct rkv_wr wr = {
+		.wr_id = make_wr_id(c, RKV_CTRL_RECVS + (unsigned)s),
+		.opcode = RKV_WR_SEND,
+		.flags = RKV_WR_SIGNALED,
+		.local = b,
+		.length = (uint32_t)len,
+		.lkey = c->mr->lkey,
+	};
+	rc = rkv_post(c->ep, &wr, NULL);
+	if (rc)
+		return rc;
+	c->send_busy |= 1u << s;
+	(void)now_ms;
+	return 0;
+}
+
+static void init_rep(struct rkv_srv *srv, unsigned type, uint32_t req_id)
+{
+	memset(&srv->rep.hdr, 0, sizeof(srv->rep.hdr));
+	srv->rep.hdr.type = (uint16_t)type;
+	srv->rep.hdr.req_id = req_id;
+}
+
+/* Reply ERROR; the connection lingers until it completes, then closes. */
+static int error_and_close(struct rkv_srv_conn *c, uint32_t req_id,
+			   int status, uint64_t now_ms, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static int error_and_close(struct rkv_srv_conn *c, uint32_t req_id,
+			   int status, uint64_t now_ms, const char *fmt, ...)
+{
+	struct rkv_srv *srv = c->srv;
+	char w[256];
+	va_list ap;
+	int rc;
+
+	init_rep(srv, RKV_MSG_ERROR, req_id);
+	memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
+	srv->rep.u.error.status = status;
+	va_start(ap, fmt);
+	vsnprintf(srv->rep.u.error.text, sizeof(srv->rep.u.error.text), fmt,
+		  ap);
+	va_end(ap);
+	if (rkv_srv_warn_ok(srv, now_ms))
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP, "%s: %s; closing",
+			who(c, w, sizeof(w)), srv->rep.u.error.text);
+	if (c->state == RKV_CONN_READY)
+		srv->nclients--;
+	c->state = RKV_CONN_CLOSING;
+	c->since_ms = now_ms;
+	rc = send_reply(c, now_ms);
+	if (rc) {
+		conn_close(c, now_ms, 1, "cannot send ERROR: %s", strerror(-rc));
+		return CLOSED;
+	}
+	return SERVED;
+}
+
+static void copy_name(char *dst, const char *src)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < RKV_NAME_MAX && src[i]; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+/* ----------------------------------------------------------- requests */
+
+static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg *m)
+{
+	struct rkv_srv *srv = c->srv;
+	struct rkv_msg_hello_reply *r = &srv->rep.u.hello_reply;
+	const struct rkv_mr *imr = srv->index_mr, *dmr = srv->data_mr;
+	char w[256];
+
+	memset(r, 0, sizeof(*r));
+	if (m->u.hello.flags & RKV_HELLO_READ_ONLY) {
+		imr = srv->index_ro_mr;
+		dmr = srv->data_ro_mr;
+		if (!imr || !dmr) {
+			r->status = -EPERM;
+			return;
+		}
+	}
+	copy_name(c->name, m->u.hello.name);
+	c->read_only = !!(m->u.hello.flags & RKV_HELLO_READ_ONLY);
+	c->client_id = srv->next_client_id++;
+	if (!srv->next_client_id)
+		srv->next_client_id = 1;
+	c->state = RKV_CONN_READY;
+	srv->nclients++;
+	srv->clients_total++;
+	r->status = 0;
+	r->client_id = c->client_id;
+	r->server_id = srv->server_id;
+	r->index_rkey = imr->rkey;
+	r->index_addr = (uint64_t)(uintptr_t)srv->index_mem;
+	r->nbuckets = srv->cfg.nbuckets;
+	r->data_rkey = dmr->rkey;
+	r->chunk_size = (uint32_t)srv->cfg.chunk;
+	r->data_addr = (uint64_t)(uintptr_t)srv->data_mem;
+	r->data_len = srv->data_len;
+	r->lease_ms = (uint32_t)srv->cfg.lease_ms;
+	r->grace_ms = (uint32_t)srv->cfg.grace_ms;
+	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "%s connected%s (%u clients)",
+		who(c, w, sizeof(w)), c->read_only ? " read-only" : "",
+		srv->nclients);
+}
+
+static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m)
+{
+	struct rkv_srv *srv = c->srv;
+	struct rkv_msg_chunk_grant *g = &srv->rep.u.chunk_grant;
+	uint64_t bytes = m->u.chunk_alloc.bytes, off;
+
+	memset(g, 0, sizeof(*g));
+	if (!bytes)
+		bytes = srv->cfg.chunk;
+	if (c->read_only) {
+		g->status = -EPERM;
+		return;
+	}
+	if (bytes % RKV_BLOCK_ALIGN || bytes > RKV_SRV_CHUNK_MAX) {
+		g->status = -EINVAL;
+		return;
+	}
+	if (c->nchunks == c->chunks_cap) {
+		size_t cap = c->chunks_cap ? c->chunks_cap * 2 : 16;
+		struct rkv_space_extent *p =
+			rkv_realloc(c->chunks, cap * sizeof(*p));
+
+		if (!p) {
+			g->status = -ENOMEM;
+			return;
+		}
+		c->chunks = p;
+		c->chunks_cap = cap;
+	}
+	g->status = rkv_space_grant(srv->space, bytes, &off);
+	if (g->status)
+		return;
+	c->chunks[c->nchunks++] = (struct rkv_space_extent){ off, bytes };
+	g->offset = off;
+	g->len = bytes;
+}
+
+static void do_block_return(struct rkv_srv_conn *c, const struct rkv_msg *m,
+			    uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	const struct rkv_msg_block_return *br = &m->u.block_return;
+	char w[256];
+	int rc;
+
+	srv->rep.u.ack.status = 0;
+	if (c->read_only) {
+		srv->rep.u.ack.status = -EPERM;
+		return;
+	}
+	for (uint32_t i = 0; i < br->count; i++) {
+		rc = rkv_space_return(srv->space, br->ext[i].offset,
+				      br->ext[i].len, now_ms);
+		if (rc == -ENOMEM) {
+			srv->rep.u.ack.status = rc;
+			return;
+		}
+		if (rc) {
+			srv->bad_extents++;
+			if (rkv_srv_warn_ok(srv, now_ms))
+				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+					"%s: returned extent [%" PRIu64
+					", +%u) ignored: %s",
+					who(c, w, sizeof(w)), br->ext[i].offset,
+					br->ext[i].len,
+					rc == -EALREADY
+						? "not allocated (duplicate)"
+						: "invalid");
+		}
+	}
+}
+
+static void do_chunk_retire(struct rkv_srv_conn *c, const struct rkv_msg *m)
+{
+	const struct rkv_msg_chunk_retire *r = &m->u.chunk_retire;
+
+	c->srv->rep.u.ack.status = -EINVAL;
+	for (size_t i = 0; i < c->nchunks; i++) {
+		if (c->chunks[i].offset == r->offset &&
+		    c->chunks[i].len == r->len) {
+			c->chunks[i] = c->chunks[--c->nchunks];
+			c->srv->rep.u.ack.status = 0;
+			return;
+		}
+	}
+}
+
+static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
+{
+	struct rkv_msg_stats_reply *r = &srv->rep.u.stats_reply;
+	struct rkv_space_stats st;
+
+	rkv_space_get_stats(srv->space, &st);
+	memset(r, 0, sizeof(*r));
+	r->uptime_ms = now_ms - srv->start_ms;
+	r->clients = srv->nclients;
+	r->clients_total = srv->clients_total;
+	r->keys = rkv_srv_index_count(srv->index_mem,
+				      srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET);
+	r->nbuckets = srv->cfg.nbuckets;
+	r->data_len = st.len;
+	r->data_free = st.free;
+	r->data_grace = st.grace;
+	r->chunks_granted = st.grants;
+	r->blocks_returned = st.returns;
+	r->rebuilds = st.rebuilds;
+	r->bad_msgs = srv->bad_msgs;
+	r->ctrl_msgs = srv->ctrl_msgs;
+}
+
+static int is_request(unsigned type)
+{
+	switch (type) {
+	case RKV_MSG_HELLO:
+	case RKV_MSG_CHUNK_ALLOC:
+	case RKV_MSG_BLOCK_RETURN:
+	case RKV_MSG_CHUNK_RETIRE:
+	case RKV_MSG_STATS:
+		return 1;
+	}
+	return 0;
+}
+
+static int bad_msg(struct rkv_srv_conn *c, uint64_t now_ms, const char *what)
+{
+	struct rkv_srv *srv = c->srv;
+	char w[256];
+
+	srv->bad_msgs++;
+	if (rkv_srv_warn_ok(srv, now_ms))
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"%s: malformed message (%s); dropping the connection",
+			who(c, w, sizeof(w)), what);
+	conn_close(c, now_ms, 1, "malformed message");
+	return CLOSED;
+}
+
+/* Serve receive buffer rb (a free send buffer exists).  Returns enum
+ * serve_rc. */
+static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	const struct rkv_msg *m = &srv->req;
+	char what[96];
+	int rc;
+
+	rc = rkv_msg_decode(buf_of(c, rb), c->recv_len[rb], &srv->req);
+	if (rc == -EPROTO)
+		return error_and_close(c, m->hdr.req_id, -EPROTO, now_ms,
+				       "protocol version %u not supported "
+				       "(server speaks %u)",
+				       m->hdr.version, RKV_PROTO_VERSION);
+	if (rc) {
+		snprintf(what, sizeof(what), "%u bytes: %s", c->recv_len[rb],
+			 strerror(-rc));
+		return bad_msg(c, now_ms, what);
+	}
+	if (!is_request(m->hdr.type)) {
+		snprintf(what, sizeof(what), "%s is not a request",
+			 rkv_msg_type_str(m->hdr.type));
+		return bad_msg(c, now_ms, what);
+	}
+	srv->ctrl_msgs++;
+	if (c->state == RKV_CONN_HELLO && m->hdr.type != RKV_MSG_HELLO)
+		return error_and_close(c, m->hdr.req_id, -EPERM, now_ms,
+				       "%s before HELLO",
+				       rkv_msg_type_str(m->hdr.type));
+
+	switch (m->hdr.type) {
+	case RKV_MSG_HELLO:
+		if (c->state == RKV_CONN_READY) {
+			init_rep(srv, RKV_MSG_ERROR, m->hdr.req_id);
+			memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
+			srv->rep.u.error.status = -EALREADY;
+			snprintf(srv->rep.u.error.text,
+				 sizeof(srv->rep.u.error.text),
+				 "already connected as client %u",
+				 c->client_id);
+			break;
+		}
+		if (srv->nclients >= srv->cfg.max_clients)
+			return error_and_close(c, m->hdr.req_id, -EUSERS,
+					       now_ms, "server full: %u clients",
+					       srv->nclients);
+		init_rep(srv, RKV_MSG_HELLO_REPLY, m->hdr.req_id);
+		do_hello(c, m);
+		break;
+	case RKV_MSG_CHUNK_ALLOC:
+		init_rep(srv, RKV_MSG_CHUNK_GRANT, m->hdr.req_id);
+		do_chunk_alloc(c, m);
+		break;
+	case RKV_MSG_BLOCK_RETURN:
+		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);
+		do_block_return(c, m, now_ms);
+		break;
+	case RKV_MSG_CHUNK_RETIRE:
+		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);
+		do_chunk_retire(c, m);
+		break;
+	case RKV_MSG_STATS:
+		init_rep(srv, RKV_MSG_STATS_REPLY, m->hdr.req_id);
+		do_stats(srv, now_ms);
+		break;
+	}
+	rc = send_reply(c, now_ms);
+	if (rc) {
+		conn_close(c, now_ms, 1, "cannot send a reply: %s",
+			   strerror(-rc));
+		return CLOSED;
+	}
+	rc = post_recv(c, rb);
+	if (rc) {
+		conn_close(c, now_ms, 1, "cannot repost a RECV: %s",
+			   strerror(-rc));
+		return CLOSED;
+	}
+	return SERVED;
+}
+
+/* Serve waiting requests while send buffers are free. */
+static int drain(struct rkv_srv_conn *c, uint64_t now_ms)
+{
+	while (c->pend_n && c->state != RKV_CONN_CLOSING && free_send(c) >= 0) {
+		unsigned rb = c->pend[c->pend_head];
+
+		c->pend_head = (c->pend_head + 1) % RKV_CTRL_RECVS;
+		c->pend_n--;
+		if (serve(c, rb, now_ms) == CLOSED)
+			return CLOSED;
+	}
+	return SERVED;
+}
+
+static void on_wc(struct rkv_srv *srv, const struct rkv_wc *wc, uint64_t now_ms)
+{
+	uint32_t slot = (uint32_t)(wc->wr_id >> 32);
+	uint32_t gen = (uint32_t)(wc->wr_id >> 8) & 0xffffffu;
+	unsigned b = (unsigned)(wc->wr_id & 0xff);
+	struct rkv_srv_conn *c;
+
+	if (slot >= srv->nslots || !(c = srv->conns[slot]) ||
+	    (c->gen & 0xffffffu) != gen || b >= NBUFS)
+		return; /* a closed connection's leftover */
+	if (wc->status != RKV_WC_SUCCESS) {
+		if (b < RKV_CTRL_RECVS && wc->status == RKV_WC_LOC_LEN_ERR) {
+			bad_msg(c, now_ms, "longer than RKV_MSG_MAX");
+			return;
+		}
+		conn_close(c, now_ms, 1, "%s %s",
+			   b < RKV_CTRL_RECVS ? "RECV" : "SEND",
+			   rkv_wc_status_str(wc->status));
+		return;
+	}
+	if (b < RKV_CTRL_RECVS) {
+		if (c->pend_n == RKV_CTRL_RECVS) { /* cannot happen */
+			bad_msg(c, now_ms, "receive FIFO overflow");
+			return;
+		}
+		c->recv_len[b] = wc->byte_len;
+		c->pend[(c->pend_head + c->pend_n) % RKV_CTRL_RECVS] = (uint8_t)b;
+		c->pend_n++;
+	} else {
+		c->send_busy &= ~(1u << (b - RKV_CTRL_RECVS));
+		if (c->state == RKV_CONN_CLOSING && !c->send_busy) {
+			conn_close(c, now_ms, 1, "after the final reply");
+			return;
+		}
+	}
+	drain(c, now_ms);
+}
+
+int rkv_srv_ctrl_poll(struct rkv_srv *srv, uint64_t now_ms)
+{
+	struct rkv_wc wc[RKV_CTRL_WC];
+	int n = rkv_cq_poll(srv->cq, wc, RKV_CTRL_WC);
+
+	if (n < 0) {
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "CQ poll failed: %s",
+			strerror(-n));
+		return n;
+	}
+	for (int i = 0; i < n; i++)
+		on_wc(srv, &wc[i], now_ms);
+	srv->completions += (uint64_t)n;
+	return n;
+}

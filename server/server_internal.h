@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server_internal.h - what the files of rkv-server share.
+ *
+ *   config.c  the settings table, command-line parsing and printing
+ *   index.c   the index region (buckets of slots) and its scans
+ *   space.c   the data-region space manager: chunk grants, block returns,
+ *             the grace queue and the free-space rebuild after a client dies
+ *   server.c  the server object: transport, registered regions, lifecycle
+ *   ctrl.c    the control plane: connections and control messages
+ *   main.c    the command line, signals and the poll loop
+ *
+ * The server CPU never executes a get/put/delete/rmw: clients do those with
+ * one-sided operations on the index and data regions, registered once at
+ * start.  The server only serves control messages over SEND/RECV, from one
+ * thread.  Pure parts (config, space, index scans) take no clock and do no
+ * I/O so that unit tests drive them directly (space.c gets now_ms).
+ */
+#ifndef RKV_SERVER_SERVER_INTERNAL_H
+#define RKV_SERVER_SERVER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "layout.h"
+#include "log.h"
+#include "msg.h"
+#include "transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_SRV_COMP "server"
+
+/* ---------------------------------------------------------------- config */
+
+#define RKV_SRV_ADDR_MAX 300
+#define RKV_SRV_DEVICE_MAX 64
+#define RKV_SRV_CHUNK_MAX (64u << 20) /* largest CHUNK_ALLOC / --chunk */
+
+struct rkv_srv_config {
+	char listen[RKV_SRV_ADDR_MAX];  /* provider address */
+	uint64_t memory;                /* data region bytes, multiple of 64 */
+	uint64_t buckets;               /* power of two; 0 = from capacity */
+	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
+	uint64_t lease_ms;              /* lock lease */
+	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
+	uint64_t chunk;                 /* default chunk bytes */
+	uint64_t max_clients;
+	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
+	int64_t port;                   /* verbs port; 0 chooses */
+	int64_t gid_index;              /* verbs GID index; -1 chooses */
+	int64_t log_level;              /* enum rkv_log_level */
+	/* derived by rkv_srv_config_parse */
+	uint64_t nbuckets;              /* effective bucket count */
+	unsigned set_mask;              /* bit i: row i given on the CLI */
+};
+
+/* Fill cfg with the table's defaults (nbuckets derived). */
+void rkv_srv_config_init(struct rkv_srv_config *cfg);
+/*
+ * Parse argv into cfg (which holds defaults).  Returns 0, 1 when --help was
+ * asked (usage already written to out), or -EINVAL with a one-line message
+ * naming the option in err.
+ */
+int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
+			 FILE *out, char *err, size_t errlen);
+/* Parse one setting by its long name, as the CLI does (tests use it). */
+int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
+		       const char *value, char *err, size_t errlen);
+/* Check relationships and derive nbuckets.  Returns 0 or -EINVAL + err. */
+int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
+			  size_t errlen);
+void rkv_srv_config_usage(FILE *out, const char *prog);
+/* The effective configuration, one block. */
+void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out);
+/* Parse "123", "64K", "256M", "1G", "1T" (binary units).  0 or -EINVAL. */
+int rkv_srv_parse_size(const char *s, uint64_t *out);
+/* Next power of two >= max(ceil(keys / 6), 2). */
+uint64_t rkv_srv_buckets_for(uint64_t keys);
+
+/* ----------------------------------------------------------------- index */
+
+/* Count non-empty slots (atomic loads: clients CAS them concurrently). */
+uint64_t rkv_srv_index_count(const uint64_t *slots, uint64_t nslots);
+
+typedef void (*rkv_srv_extent_fn)(uint64_t offset, uint32_t len, void *arg);
+/* Call fn with the block extent named by every non-empty slot. */
+void rkv_srv_index_scan(const uint64_t *slots, uint64_t nslots,
+			rkv_srv_extent_fn fn, void *arg);
+
+/* ----------------------------------------------------------------- space */
+
+struct rkv_space;
+
+struct rkv_space_extent {
+	uint64_t offset; /* bytes, 64-aligned */
+	uint64_t len;    /* bytes, multiple of 64 */
+};
+
+struct rkv_space_stats {
+	uint64_t len;          /* region bytes */
+	uint64_t free;         /* neither granted nor in grace */
+	uint64_t grace;        /* waiting for the grace period */
+	uint64_t grants;       /* chunks granted */
+	uint64_t returns;      /* extents accepted by rkv_space_return */
+	uint64_t bad_returns;  /* extents refused (invalid or duplicate) */
+	uint64_t rebuilds;
+	uint64_t rebuilt_bytes; /* bytes moved to grace by rebuilds */
+};
+
+/*
+ * A space manager for a data region of len bytes (multiple of 64) whose
+ * freed units wait grace_ms before reuse.  Returns 0, -EINVAL, -ENOMEM.
+ */
+int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out);
+void rkv_space_destroy(struct rkv_space *sp);
+/*
+ * Grant a contiguous free run of bytes (multiple of 64, > 0), next-fit.
+ * Returns 0 with *offset, -EINVAL, -ENOSPC.
+ */
+int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t *offset);
+/*
+ * An unlinked block comes back: [offset, offset+len) goes to the grace
+ * queue, stamped now_ms.  Returns 0; -EINVAL when misaligned, outside the
+ * region, empty or over RKV_MAX_BLOCK; -EALREADY when some unit is not
+ * currently allocated (free, or already in grace: a duplicate).
+ */
+int rkv_space_return(struct rkv_space *sp, uint64_t offset, uint64_t len,
+		     uint64_t now_ms);
+/* Free every grace entry older than grace_ms.  Returns bytes freed. */
+uint64_t rkv_space_tick(struct rkv_space *sp, uint64_t now_ms);
+/*
+ * Rebuild after a client died: every allocated unit inside the orphan
+ * chunks that is neither named by a slot of the index (live) nor inside a
+ * chunk still held by a live client (keep) goes to the grace queue.
+ * Returns 0 with *freed (bytes moved to grace), or -ENOMEM.
+ */
+int rkv_space_rebuild(struct rkv_space *sp,
+		      const struct rkv_space_extent *orphans, size_t norphans,
+		      const struct rkv_space_extent *keep, size_t nkeep,
+		      const uint64_t *slots, uint64_t nslots, uint64_t now_ms,
+		      uint64_t *freed);
+void rkv_space_get_stats(const struct rkv_space *sp,
+			 struct rkv_space_stats *st);
+
+/* ---------------------------------------------------------------- server */
+
+#define RKV_CTRL_RECVS 8          /* RECVs posted per connection */
+#define RKV_CTRL_SENDS 8          /* send buffers per connection */
+#define RKV_CTRL_OVERFLOW 64      /* connections beyond --max-clients that
+				   * are accepted only to be told EUSERS */
+#define RKV_CTRL_HELLO_MS 10000   /* a connection must say HELLO by then */
+#define RKV_CTRL_LINGER_MS 2000   /* wait for a final reply's completion */
+#define RKV_CTRL_ERR_WAIT_MS 20  /* dead endpoint: wait for its completion */
+#define RKV_CTRL_WC 32            /* completions per CQ poll */
+#define RKV_CTRL_WARN_PER_S 10    /* warn lines per second, then suppressed */
+_Static_assert(RKV_CTRL_RECVS + RKV_CTRL_SENDS <= 256, "buffer index: 8 bits");
+_Static_assert(RKV_CTRL_SENDS <= 32, "send slots fit the busy mask");
+
+/* Connection states. */
+enum rkv_conn_state {
+	RKV_CONN_HELLO = 0, /* accepted; only HELLO is allowed */
+	RKV_CONN_READY,     /* HELLO answered: a client with an id */
+	RKV_CONN_CLOSING,   /* final ERROR posted; closed once it completes */
+};
+const char *rkv_conn_state_str(enum rkv_conn_state s);
+
+struct rkv_srv_conn {
+	struct rkv_srv *srv;
+	struct rkv_ep *ep;
+	uint32_t slot;            /* index in srv->conns */
+	uint32_t gen;             /* generation of that slot (stale wr_ids) */
+	enum rkv_conn_state state;
+	uint32_t client_id;       /* 0 until HELLO */
+	int read_only;            /* HELLO asked RKV_HELLO_READ_ONLY */
+	uint64_t since_ms;        /* accept time, or time CLOSING began */
+	uint64_t err_seen_ms;     /* first tick that saw the endpoint dead */
+	char name[RKV_NAME_MAX];  /* from HELLO, printable */
+	char peer[128];
+	char *buf;                /* RECVS then SENDS buffers of RKV_MSG_MAX */
+	struct rkv_mr *mr;        /* registers buf, local write only */
+	uint32_t recv_len[RKV_CTRL_RECVS]; /* bytes of a completed RECV */
+	uint8_t pend[RKV_CTRL_RECVS];      /* received, not yet served (FIFO) */
+	unsigned pend_head, pend_n;
+	uint32_t send_busy;       /* bit i: send buffer i awaits completion */
+	struct rkv_space_extent *chunks; /* chunks this client holds */
+	size_t nchunks, chunks_cap;
+};
+
+struct rkv_srv {
+	struct rkv_srv_config cfg;
+	struct rkv_tp *tp;
+	struct rkv_cq *cq;
+	struct rkv_listener *listener;
+	void *index_mem;          /* nbuckets buckets, from rkv_tp_mem_alloc */
+	size_t index_len;
+	struct rkv_mr *index_mr;  /* RKV_ACCESS_ALL */
+	struct rkv_mr *index_ro_mr; /* remote read only (read-only clients) */
+	void *data_mem;
+	size_t data_len;
+	struct rkv_mr *data_mr;
+	struct rkv_mr *data_ro_mr;
+	struct rkv_space *space;
+	struct rkv_srv_conn **conns; /* slot table; NULL = free slot */
+	uint32_t *gens;           /* per slot generation */
+	uint32_t nslots;
+	uint32_t nconns;          /* open connections */
+	uint32_t nclients;        /* connections in RKV_CONN_READY */
+	uint32_t next_client_id;
+	uint32_t server_id;
+	uint64_t start_ms;
+	uint64_t last_tick_ms;
+	/* counters */
+	uint64_t clients_total;
+	uint64_t ctrl_msgs;
+	uint64_t bad_msgs;
+	uint64_t bad_extents;
+	uint64_t polls, idle_polls, completions;
+	/* warn rate limit */
+	uint64_t warn_window_ms;
+	unsigned warn_n;
+	uint64_t warn_suppressed;
+	/* scratch messages (a BLOCK_RETURN is ~4 KiB) */
+	struct rkv_msg req, rep;
+};
+
+/* ctrl.c */
+/* Accept pending connections (bounded).  Returns connections accepted. */
+int rkv_srv_ctrl_accept(struct rkv_srv *srv, uint64_t now_ms);
+/* Poll the CQ once and serve.  Returns completions handled or -errno. */
+int rkv_srv_ctrl_poll(struct rkv_srv *srv, uint64_t now_ms);
+/* Close connections that are dead, past their HELLO or linger time. */
+void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms);
+/* Close every connection (shutdown: no rebuild). */
+void rkv_srv_ctrl_close_all(struct rkv_srv *srv);
+/* Whether a warn line may be printed now (rate limit). */
+int rkv_srv_warn_ok(struct rkv_srv *srv, uint64_t now_ms);
+
+struct rkv_srv;
+
+/*
+ * Create the server: transport context, index and data regions (from
+ * rkv_tp_mem_alloc, registered once), CQ and listener.  Returns 0 or -errno
+ * (logged).
+ */
+int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out);
+/* Close every connection and free everything.  Accepts NULL. */
+void rkv_srv_destroy(struct rkv_srv *srv);
+/* The bound address, with the real port. */
+const char *rkv_srv_addr(const struct rkv_srv *srv);
+/* The provider in use and its description. */
+const char *rkv_srv_describe(const struct rkv_srv *srv);
+/*
+ * One pass of the control loop at now_ms: accept (at most every ~1 ms),
+ * poll the CQ (bounded), serve messages, expire grace entries and stale
+ * connections.  Returns the work done (0 = idle) or -errno when fatal.
+ */
+int rkv_srv_poll(struct rkv_srv *srv, uint64_t now_ms);
+/* Log the final counters (at shutdown). */
+void rkv_srv_log_summary(const struct rkv_srv *srv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
