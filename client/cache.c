@@ -5,7 +5,9 @@
  * an entry keeps a copy of its key, so a hit is exact.  An entry may be
  * trusted to name the key's slot only while it is younger than the grace
  * period: within it, no block named by the cached word can have been
- * freed and reused, so an unchanged slot word still holds this key.
+ * freed and reused, so an unchanged slot word still holds this key.  A
+ * get may use an entry of any age: it reads the slot word in the same
+ * doorbell as the block and checks the block's key.
  */
 #include "client_internal.h"
 
@@ -50,6 +52,15 @@ static struct cache_ent *slot_of(struct rkv_client *c, const struct opslot *o)
 
 struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
 {
+	struct cache_ent *e = cache_find_any(c, o);
+
+	if (e && rkv_now_ms() - e->t_ms + 1 >= o->srv->grace_ms)
+		return NULL;
+	return e;
+}
+
+struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o)
+{
 	struct cache_ent *e;
 
 	if (!c->cache_n)
@@ -58,8 +69,6 @@ struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
 	if (!e->key || e->key_len != o->op->key_len ||
 	    e->server != o->srv->idx ||
 	    memcmp(e->key, o->op->key, e->key_len) != 0)
-		return NULL;
-	if (rkv_now_ms() - e->t_ms + 1 >= o->srv->grace_ms)
 		return NULL;
 	return e;
 }

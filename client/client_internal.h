@@ -232,7 +232,10 @@ void op_finish(struct opslot *o, int status);
 /* cache.c */
 int cache_init(struct rkv_client *c, unsigned n);
 void cache_fini(struct rkv_client *c);
+/* An entry younger than the grace period (trusted to name the key's slot) */
 struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o);
+/* An entry of any age (a hint: the caller re-checks slot and key) */
+struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		 uint64_t slot, uint32_t blk_size);
 void cache_drop(struct rkv_client *c, const struct opslot *o);

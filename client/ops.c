@@ -462,7 +462,8 @@ static void attempt(struct opslot *o)
 	o->release_retry = 0;
 	o->rmw_parked = 0;
 	o->t_round_ms = rkv_now_ms();
-	ce = cache_find(o->c, o);
+	ce = o->op->type == RKV_OP_GET ? cache_find_any(o->c, o) :
+					 cache_find(o->c, o);
 	if (ce)
 		o->slot_pos = ce->pos;
 	switch (o->op->type) {
