@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verbs_internal.h - objects of the verbs provider, shared by verbs.c (device,
+ * memory, CQ, QP, datapath) and verbs_cm.c (rdma_cm connections).
+ *
+ * A context opens its own device (ibv_open_device) and PD; QPs are created
+ * on that PD with ibv_create_qp and driven through INIT/RTR/RTS by us, with
+ * the attributes rdma_cm computes (rdma_init_qp_attr) plus our timeouts;
+ * rdma_cm only carries the connection handshake (qp_num in the conn param,
+ * rdma_establish on the active side).  So no object of ours ever lives in
+ * librdmacm's process-wide device cache, which a forked child would share
+ * with its parent.  A connection whose address resolves to another device
+ * (by GUID) is refused.
+ *
+ * wr_id mapping: each endpoint keeps a ring of request records per queue
+ * (caller's wr_id, opcode, local-check result); the ibv wr_id is the
+ * request's sequence number (bit 63 set for RECVs).  A completion finds its
+ * endpoint by wc.qp_num in the CQ's table, so a CQ can serve any number of
+ * QPs, and its record by the sequence number, so the opcode is right even
+ * on error completions.  Ring slots are freed when a completion of that or
+ * a later request is polled (unsignaled WRs are retired by a later
+ * signaled one), which bounds outstanding WRs by the queue length.
+ * A completion whose QP is no longer in the table (its endpoint was
+ * destroyed) is dropped.
+ *
+ * Connected cm_ids are moved to their CQ's event channel; rkv_cq_poll reads
+ * it now and then (see CM_CHECK_EVERY in verbs.c) to learn of disconnects.
+ * Every cm event is acked as soon as it is read, so rdma_destroy_id (which
+ * waits for unacked events of its id) never blocks on us.
+ */
+#ifndef RKV_COMMON_TRANSPORT_VERBS_INTERNAL_H
+#define RKV_COMMON_TRANSPORT_VERBS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "transport_internal.h"
+
+#define VERBS_COMP "verbs"
+#define VERBS_MR_BUCKETS 64u  /* MR table, chained by lkey */
+#define VERBS_EP_BUCKETS 256u /* per-CQ endpoint table, chained by qp_num */
+#define VERBS_MAX_RD_ATOMIC 16 /* cap on outstanding READ/atomics per QP */
+#define VERBS_LCACHE 4u        /* per-endpoint cache of checked MRs */
+#define VERBS_RETRY_CNT 6      /* transport retries before RETRY_EXC_ERR */
+#define VERBS_RNR_RETRY 6      /* RNR retries (7 would be infinite) */
+
+/* A registered region; the lkey table lets rkv_post use inline sends only
+ * for local buffers that the device would accept (a bad lkey must still
+ * complete with LOC_PROT_ERR, and inline data is never checked). */
+struct verbs_mr {
+	struct rkv_mr base;
+	struct ibv_mr *mr;
+	struct verbs_mr *hnext; /* lkey chain in verbs_tp.mr_tab */
+};
+
+struct verbs_tp {
+	struct rkv_tp base;
+	struct ibv_context *ctx;   /* the chosen device, opened by us */
+	__be64 guid;               /* its node GUID, to match cm_id->verbs */
+	int quirk_rxe;             /* Soft-RoCE: see wc_status_fix() */
+	struct ibv_pd *pd;
+	struct ibv_device_attr dev_attr;
+	uint8_t port;
+	int gid_index;
+	uint32_t max_msg_sz;       /* port's limit on one message */
+	uint8_t ack_timeout;       /* QP local ACK timeout, 4.096 us << n */
+	uint8_t min_rnr_timer;     /* IB encoding, see rnr_timer_code() */
+	uint8_t rd_atomic;         /* responder resources we offer */
+	uint8_t init_depth;        /* READ/atomics we keep in flight */
+	pthread_mutex_t mr_lock;   /* protects mr_tab */
+	struct verbs_mr *mr_tab[VERBS_MR_BUCKETS];
+	atomic_uint mr_gen;        /* bumped on every dereg (never 0) */
+};
+
+struct verbs_ep;
+
+struct verbs_cq {
+	struct rkv_cq base;
+	struct ibv_cq *cq;
+	struct rdma_event_channel *ch; /* cm events of connected endpoints */
+	pthread_mutex_t lock;          /* protects tab and nep */
+	struct verbs_ep *tab[VERBS_EP_BUCKETS];
+	unsigned nep;
+	unsigned idle_polls;           /* empty polls since the last cm check */
+};
+
+/* One posted request, for its completion. */
+struct verbs_req {
+	uint64_t wr_id;     /* the caller's */
+	uint8_t opcode;     /* enum rkv_wr_opcode */
+	uint8_t bad_local;  /* local buffer failed local_ok() */
+};
+
+#define VERBS_RECV_BIT (1ull << 63) /* in the ibv wr_id of RECVs */
+
+struct verbs_ep {
+	struct rkv_ep base;
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *setup_ch; /* own channel until connected */
+	struct ibv_qp *qp;
+	struct verbs_cq *vcq;
+	uint32_t qp_num;
+	uint32_t max_inline;       /* what the QP granted */
+	unsigned sq_len, rq_len;   /* queue lengths the QP granted */
+	/* request rings: seq & mask indexes; tail..head are outstanding */
+	struct verbs_req *sring, *rring;
+	uint64_t smask, rmask;
+	uint64_t shead, stail, rhead, rtail;
+	struct ibv_send_wr *swr;   /* scratch for one rkv_post chain */
+	struct ibv_sge *ssge;
+	struct ibv_recv_wr *rwr;   /* scratch for one rkv_post_recv chain */
+	struct ibv_sge *rsge;
+	struct verbs_ep *hnext;    /* qp_num chain in verbs_cq.tab */
+	int in_tab;
+	/* MRs that passed the local check, by lkey % VERBS_LCACHE; an
+	 * entry is valid while its gen equals verbs_tp.mr_gen */
+	struct {
+		unsigned gen;
+		uint32_t lkey;
+		unsigned access;
+		uintptr_t lo, hi;
+	} lcache[VERBS_LCACHE];
+	int hw_err;                /* an error completion: QP is in ERR */
+	uint8_t resp_res;          /* passive side: max_dest_rd_atomic (0: rdma_cm's) */
+	uint8_t init_depth;        /* passive side: max_rd_atomic (0: rdma_cm's) */
+};
+
+/* verbs.c */
+int rkv_verbs_ep_setup_qp(struct verbs_ep *ep);
+int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state);
+void rkv_verbs_ep_fini_qp(struct verbs_ep *ep);
+
+/* verbs_cm.c */
+int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
+		     struct rkv_listener **out);
+void rkv_verbs_listener_destroy(struct rkv_listener *l);
+int rkv_verbs_accept(struct rkv_listener *l, struct rkv_cq *cq,
+		     int timeout_ms, struct rkv_ep **out);
+int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
+		      struct rkv_cq *cq, int timeout_ms, struct rkv_ep **out);
+void rkv_verbs_ep_destroy(struct rkv_ep *ep);
+void rkv_verbs_cq_cm_events(struct verbs_cq *cq);
+
+#endif
