@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * drv_rkv.c - the rkv driver: one librkv client per thread, operations
+ * through the pipelined rkv_submit/rkv_poll interface with max_inflight =
+ * --batch.  read = RKV_OP_GET, update and insert = RKV_OP_PUT of the whole
+ * record, read-modify-write = RKV_OP_RMW (one operation under the slot's
+ * CAS lock: the callback copies the old record out for checking and
+ * writes the new one).  Scans are not supported: the index is a hash.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ycsb.h"
+
+struct ycsb_drv {
+	struct rkv_client *c;
+	char *servers;            /* owned copy with schemes added */
+};
+
+static const char *rkv_unsupported(enum ycsb_op_type t)
+{
+	return t == YCSB_SCAN ? "not supported by a hash index" : NULL;
+}
+
+/* "h:p,h:p" -> "tcp://h:p,tcp://h:p" when addresses have no scheme;
+ * check that addresses with one match --provider. */
+static char *with_scheme(const char *servers, const char *provider,
+			 char *err, size_t errlen)
+{
+	size_t n = strlen(servers), cap = n * 2 + 64;
+	char *out = malloc(cap), *copy = strdup(servers), *save = NULL;
+	size_t len = 0;
+
+	if (!out || !copy) {
+		free(out);
+		free(copy);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	out[0] = 0;
+	for (char *a = strtok_r(copy, ",", &save); a;
+	     a = strtok_r(NULL, ",", &save)) {
+		const char *sep = strstr(a, "://");
+		int w;
+
+		if (sep && provider && strcmp(provider, "auto") &&
+		    ((size_t)(sep - a) != strlen(provider) ||
+		     strncmp(a, provider, strlen(provider)))) {
+			snprintf(err, errlen, "address %s does not match "
+				 "--provider %s", a, provider);
+			goto err_free;
+		}
+		w = snprintf(out + len, cap - len, "%s%s%s", len ? "," : "",
+			     sep ? "" : (provider ? provider : "tcp"),
+			     sep ? a : "://");
+		len += (size_t)w;
+		if (!sep)
+			len += (size_t)snprintf(out + len, cap - len, "%s", a);
+		if (len >= cap - 16) {
+			snprintf(err, errlen, "--servers too long");
+			goto err_free;
+		}
+	}
+	free(copy);
+	return out;
+
+err_free:
+	free(copy);
+	free(out);
+	return NULL;
+}
+
+static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
+			  struct ycsb_drv **out, char *err, size_t errlen)
+{
+	struct rkv_client_opts o;
+	struct ycsb_drv *d;
+	char name[32];
+	int rc;
+
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	d->servers = with_scheme(cfg->servers, cfg->provider, err, errlen);
+	if (!d->servers) {
+		rc = -EINVAL;
+		goto err_free;
+	}
+	snprintf(name, sizeof(name), "rkv-ycsb/%u", cfg->tid);
+	rkv_client_opts_init(&o);
+	o.servers = d->servers;
+	o.name = name;
+	o.max_inflight = cfg->batch;
+	o.max_value = cfg->record_len < 4096 ? 4096 :
+		      (unsigned)cfg->record_len;
+	rc = rkv_client_create(&o, &d->c);
+	if (rc) {
+		snprintf(err, errlen, "cannot connect to rkv at %s: %s (start "
+			 "it with: rkv-server --listen %s)", d->servers,
+			 strerror(-rc), d->servers);
+		goto err_free_servers;
+	}
+	*out = d;
+	return 0;
+
+err_free_servers:
+	free(d->servers);
+err_free:
+	free(d);
+	return rc;
+}
+
+static void rkv_destroy_drv(struct ycsb_drv *d)
+{
+	if (!d)
+		return;
+	rkv_client_destroy(d->c);
+	free(d->servers);
+	free(d);
+}
+
+/* RMW callback: keep the old record for the harness's check, write the
+ * new one.  May run more than once; each run does the same. */
+static int rmw_fn(const void *old, size_t old_len, void *out, size_t out_cap,
+		  size_t *out_len, void *arg)
+{
+	struct ycsb_op *op = arg;
+	size_t rl = op->buf_cap;
+
+	if (!old)
+		return -ENOENT;
+	memcpy(op->buf, old, old_len < rl ? old_len : rl);
+	op->out_len = old_len;
+	if (out_cap < rl)
+		return -EMSGSIZE;
+	memcpy(out, op->val, rl);
+	*out_len = rl;
+	return RKV_RMW_WRITE;
+}
+
+static int rkv_submit_op(struct ycsb_drv *d, struct ycsb_op *op)
+{
+	struct rkv_op *r = &op->rop;
+
+	memset(r, 0, sizeof(*r));
+	r->key = op->key;
+	r->key_len = op->key_len;
+	r->user = op;
+	switch (op->type) {
+	case YCSB_READ:
+		r->type = RKV_OP_GET;
+		r->buf = op->buf;
+		r->buf_cap = op->buf_cap;
+		break;
+	case YCSB_UPDATE:
+	case YCSB_INSERT:
+		r->type = RKV_OP_PUT;
+		r->val = op->val;
+		r->val_len = op->buf_cap;
+		break;
+	case YCSB_RMW:
+		r->type = RKV_OP_RMW;
+		r->fn = rmw_fn;
+		r->fn_arg = op;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	return rkv_submit(d->c, r);
+}
+
+static int rkv_poll_ops(struct ycsb_drv *d, struct ycsb_op **done, int max)
+{
+	struct rkv_op *r[64];
+	int n = rkv_poll(d->c, r, max < 64 ? max : 64);
+
+	for (int i = 0; i < n; i++) {
+		struct ycsb_op *op = r[i]->user;
+
+		op->status = r[i]->status;
+		op->rtts = r[i]->rtts;
+		if (op->type == YCSB_READ)
+			op->out_len = r[i]->out_len;
+		done[i] = op;
+	}
+	return n;
+}
+
+static unsigned rkv_inflight_ops(const struct ycsb_drv *d)
+{
+	return rkv_inflight(d->c);
+}
+
+static void rkv_stats_get(struct ycsb_drv *d, const uint64_t *counts,
+			  struct ycsb_drv_stats *st)
+{
+	struct rkv_client_stats s;
+
+	rkv_client_stats(d->c, &s);
+	memset(st, 0, sizeof(*st));
+	st->has_rtts = 1;
+	st->has_retries = 1;
+	st->retries[YCSB_READ] = s.get.retries;
+	st->retries[YCSB_RMW] = s.rmw.retries;
+	/* update and insert share librkv's put counter: give it to the one
+	 * that ran (to update when both did) */
+	if (counts[YCSB_UPDATE] || !counts[YCSB_INSERT])
+		st->retries[YCSB_UPDATE] = s.put.retries;
+	else
+		st->retries[YCSB_INSERT] = s.put.retries;
+	st->cache_hits = s.cache_hits;
+	st->cache_misses = s.cache_misses;
+	st->lock_waits = s.lock_waits;
+	st->lock_steals = s.lock_steals;
+	st->doorbells = s.doorbells;
+}
+
+static void rkv_stats_reset_drv(struct ycsb_drv *d)
+{
+	rkv_client_stats_reset(d->c);
+}
+
+const struct ycsb_drv_ops ycsb_drv_rkv = {
+	.name = "rkv",
+	.unsupported = rkv_unsupported,
+	.create = rkv_create_drv,
+	.destroy = rkv_destroy_drv,
+	.submit = rkv_submit_op,
+	.poll = rkv_poll_ops,
+	.inflight = rkv_inflight_ops,
+	.stats = rkv_stats_get,
+	.stats_reset = rkv_stats_reset_drv,
+};

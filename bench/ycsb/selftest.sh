@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# selftest.sh - checks of rkv-ycsb, TAP output.
+#
+#   bench/ycsb/selftest.sh BUILD_DIR
+#
+# Bad input (unknown property, malformed value, unreadable file, unknown
+# --db, a peer that is not running) exits 2 with one line naming it; the
+# same seed gives the same operations (--dump-ops) and YCSB's key names;
+# tiny workloads C, F and D (and E: scans skipped) against a real
+# rkv-server on tcp finish with zero errors and every value checked
+# (dataintegrity=true); the JSON lines and the CDF plot; Redis and
+# memcached (workloads E and A) when their servers are installed.
+# Exit 0 when every check passed (skips included), 1 otherwise.
+set -u
+O=${1:-build}
+cd "$(dirname "$0")/../.." || exit 1
+Y=$O/bin/rkv-ycsb
+SRV=$O/bin/rkv-server
+N=0
+FAILS=0
+PIDS=()
+tmp=$(mktemp -d) || exit 1
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+ok() { N=$((N + 1)); echo "ok $N - $1"; }
+notok() {
+  N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $1"
+  [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err" | tail -5
+}
+skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
+
+# expect STATUS PATTERN NAME -- CMD...: status and a stderr line matching
+expect() {
+  local want=$1 pat=$2 name=$3 rc
+  shift 4
+  timeout -k 5 60 "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = "$want" ] && grep -qE -- "$pat" "$tmp/err" &&
+    [ "$(wc -l <"$tmp/err")" -le 2 ]; then
+    ok "$name"
+  else
+    echo "# exit $rc (want $want), stderr:" >>"$tmp/err"
+    notok "$name"
+  fi
+}
+
+free_port() {
+  local p i
+  for i in $(seq 1 200); do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
+wait_port() {
+  local i
+  for i in $(seq 1 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+if [ ! -x "$Y" ]; then
+  echo "not ok 1 - $Y exists (build it first)"
+  echo "1..1"
+  exit 1
+fi
+W=workloads
+
+# ------------------------------------------------------------ bad input
+printf 'recordcount=10\nfoo=3\n' >"$tmp/unknown"
+printf '# c\nrecordcount=1x\n' >"$tmp/malformed"
+printf 'readproportion=0.5\nrequestdistribution=pareto\n' >"$tmp/baddist"
+expect 2 "$tmp/unknown:2: unknown property 'foo'" \
+  "unknown property in a file: file, line and name, exit 2" -- \
+  "$Y" -P "$tmp/unknown" --dump-ops 1
+expect 2 "$tmp/malformed:2: recordcount: bad value '1x'" \
+  "malformed value: file, line and property, exit 2" -- \
+  "$Y" -P "$tmp/malformed" --dump-ops 1
+expect 2 "$tmp/baddist:2: requestdistribution: bad value 'pareto'" \
+  "unknown distribution, exit 2" -- "$Y" -P "$tmp/baddist" --dump-ops 1
+expect 2 "-p: readproportion: bad value '1.5'" "-p malformed value, exit 2" -- \
+  "$Y" -P $W/workloada -p readproportion=1.5 --dump-ops 1
+expect 2 "-p: unknown property 'nosuch'" "-p unknown property, exit 2" -- \
+  "$Y" -P $W/workloada -p nosuch=1 --dump-ops 1
+expect 2 "cannot read workload file $tmp/none: No such file" \
+  "unreadable workload file, exit 2" -- "$Y" -P "$tmp/none"
+expect 2 "--db: unknown store 'mongodb'" "unknown --db, exit 2" -- \
+  "$Y" -P $W/workloada --db mongodb
+expect 2 "--phase: bad value" "bad --phase, exit 2" -- \
+  "$Y" -P $W/workloada --phase warmup
+dead=$(free_port)
+expect 2 "cannot connect to redis at 127.0.0.1:$dead: Connection refused \(start it with: redis-server --port $dead" \
+  "redis not running: how to start it, exit 2" -- \
+  "$Y" -P $W/workloada --db redis --servers "127.0.0.1:$dead"
+expect 2 "cannot connect to memcached at 127.0.0.1:$dead: Connection refused \(start it with: memcached" \
+  "memcached not running: how to start it, exit 2" -- \
+  "$Y" -P $W/workloada --db memcached --servers "127.0.0.1:$dead"
+expect 2 "cannot connect to rkv at tcp://127.0.0.1:$dead" \
+  "rkv-server not running, exit 2" -- \
+  "$Y" -P $W/workloada --servers "127.0.0.1:$dead" --provider tcp
+
+# --------------------------------------------------------- determinism
+D=(-P $W/workloadd -p recordcount=1000 -p operationcount=1000 --threads 2)
+"$Y" "${D[@]}" --seed 7 --dump-ops 200 >"$tmp/d1" 2>"$tmp/err"
+"$Y" "${D[@]}" --seed 7 --dump-ops 200 >"$tmp/d2" 2>>"$tmp/err"
+"$Y" "${D[@]}" --seed 8 --dump-ops 200 >"$tmp/d3" 2>>"$tmp/err"
+if [ "$(wc -l <"$tmp/d1")" = 200 ] && cmp -s "$tmp/d1" "$tmp/d2"; then
+  ok "same seed, same 200 operations"
+else
+  notok "same seed, same 200 operations"
+fi
+if ! cmp -s "$tmp/d1" "$tmp/d3"; then
+  ok "another seed, other operations"
+else
+  notok "another seed, other operations"
+fi
+reads=$(grep -c ' READ ' "$tmp/d1"); ins=$(grep -c ' INSERT ' "$tmp/d1")
+if [ "$reads" -ge 170 ] && [ "$ins" -ge 2 ] && [ $((reads + ins)) = 200 ]; then
+  ok "workload D mix: $reads reads, $ins inserts of 200"
+else
+  notok "workload D mix: $reads reads, $ins inserts of 200"
+fi
+# YCSB's key for record 0 (hashed order) is user6284781860667377211
+printf 'recordcount=0\noperationcount=2\nreadproportion=0\nupdateproportion=0\ninsertproportion=1\n' >"$tmp/ins"
+if "$Y" -P "$tmp/ins" --dump-ops 2 2>"$tmp/err" | head -1 |
+  grep -q '^0 INSERT user6284781860667377211$'; then
+  ok "key names are YCSB's (user + fnvhash64)"
+else
+  notok "key names are YCSB's (user + fnvhash64)"
+fi
+if "$Y" -P "$tmp/ins" -p insertorder=ordered -p zeropadding=6 --dump-ops 2 \
+  2>"$tmp/err" | tail -1 | grep -q '^1 INSERT user000001$'; then
+  ok "ordered keys with zeropadding"
+else
+  notok "ordered keys with zeropadding"
+fi
+
+# --------------------------------------------------- against rkv (tcp)
+"$SRV" --listen tcp://127.0.0.1:0 --capacity 20000 --memory 64M \
+  >"$tmp/srv.out" 2>"$tmp/srv.err" &
+PIDS+=($!)
+addr=
+for i in $(seq 1 100); do
+  addr=$(sed -n 's/^rkv-server: listening on //p' "$tmp/srv.out")
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+R=(-p recordcount=500 -p operationcount=3000 -p dataintegrity=true
+  --threads 2 --batch 4 --servers "$addr" --json "$tmp/r.json")
+if [ -z "$addr" ]; then
+  cp "$tmp/srv.err" "$tmp/err"
+  notok "rkv-server (tcp) starts"
+else
+  ok "rkv-server (tcp) starts at $addr"
+  for w in c f d; do
+    ph=run
+    [ $w = c ] && ph=both
+    timeout -k 5 120 "$Y" -P $W/workload$w "${R[@]}" --phase $ph \
+      --label "rkv-$w" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" = 0 ] && grep -q '^\[RUN\] rkv-'"$w"': 3000 ops' "$tmp/out" &&
+      ! awk '$1 ~ /^(READ|UPDATE|INSERT|READ-MODIFY-WRITE)$/ && $9 != 0' \
+        "$tmp/out" | grep -q .; then
+      ok "workload $w on rkv tcp: 3000 ops, zero errors, values checked"
+    else
+      cat "$tmp/out" >>"$tmp/err"
+      notok "workload $w on rkv tcp: exit $rc"
+    fi
+  done
+  timeout -k 5 60 "$Y" -P $W/workloade "${R[@]}" --phase run \
+    --label rkv-e >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q 'scan: not supported by a hash index' "$tmp/out" &&
+    grep -q 'SCAN: [0-9]* skipped' "$tmp/out"; then
+    ok "workload E on rkv: scans reported unsupported and skipped, exit 0"
+  else
+    cat "$tmp/out" >>"$tmp/err"
+    notok "workload E on rkv: exit $rc"
+  fi
+  nl=$(wc -l <"$tmp/r.json" 2>/dev/null || echo 0)
+  if [ "$nl" = 5 ] && grep -q '"phase":"load"' "$tmp/r.json" &&
+    grep -q '"rtt_per_op"' "$tmp/r.json" && grep -q '"cdf":\[\[0.01,' "$tmp/r.json"; then
+    ok "JSON: one line per phase (5), with RTTs and CDF points"
+  else
+    notok "JSON: $nl lines"
+  fi
+  if "$Y" --summary "$tmp/r.json" >"$tmp/sum" 2>"$tmp/err" &&
+    grep -q '^| workloadf |' "$tmp/sum"; then
+    ok "--summary reads the JSON back"
+  else
+    notok "--summary reads the JSON back"
+  fi
+  if ! command -v gnuplot >/dev/null; then
+    skip "--plot draws CDFs" "gnuplot not installed"
+  elif "$Y" --json "$tmp/r.json" --plot "$tmp/r.png" >/dev/null 2>"$tmp/err" &&
+    [ -s "$tmp/r.png" ]; then
+    ok "--plot draws CDFs"
+  else
+    notok "--plot draws CDFs"
+  fi
+fi
+
+# ------------------------------------------------------ Redis, memcached
+if command -v redis-server >/dev/null; then
+  port=$(free_port)
+  redis-server --port "$port" --save '' --appendonly no --bind 127.0.0.1 \
+    >"$tmp/redis.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$port"
+  timeout -k 5 120 "$Y" -P $W/workloade -p recordcount=300 \
+    -p operationcount=300 -p dataintegrity=true --threads 2 --batch 4 \
+    --db redis --servers "127.0.0.1:$port" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 0 ] && grep -qE '^  SCAN +[0-9]+' "$tmp/out" &&
+    grep -qE 'records per scan' "$tmp/out"; then
+    ok "workload E on Redis: scans through the ycsb:keys index"
+  else
+    cat "$tmp/out" >>"$tmp/err"
+    notok "workload E on Redis: exit $rc"
+  fi
+else
+  skip "workload E on Redis" "redis-server not installed"
+fi
+if command -v memcached >/dev/null; then
+  port=$(free_port)
+  user=()
+  [ "$(id -u)" = 0 ] && user=(-u root)
+  memcached "${user[@]}" -l 127.0.0.1 -p "$port" -U 0 >"$tmp/mc.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$port"
+  timeout -k 5 120 "$Y" -P $W/workloada -p recordcount=300 \
+    -p operationcount=1000 -p dataintegrity=true --threads 2 --batch 4 \
+    --db memcached --servers "127.0.0.1:$port" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 0 ] && grep -qE '^  UPDATE +[0-9]+' "$tmp/out"; then
+    ok "workload A on memcached: zero errors"
+  else
+    cat "$tmp/out" >>"$tmp/err"
+    notok "workload A on memcached: exit $rc"
+  fi
+else
+  skip "workload A on memcached" "memcached not installed"
+fi
+
+echo "1..$N"
+[ "$FAILS" = 0 ]
