@@ -5,8 +5,9 @@
 #   make test         install missing Debian packages, build, run unit and
 #                     conformance tests (tcp, shm; verbs skips without a device)
 #   make check-rdma   the verbs suite, in a Soft-RoCE guest (or on a real device)
-#   make bench        transport benchmarks beside libfabric and perftest
-#   make run          build and run the default demo
+#   make bench        transport benchmarks beside libfabric and perftest,
+#                     KV get/put per provider, YCSB beside Redis/memcached
+#   make run          build, start a server, run YCSB workload B (tcp)
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
@@ -183,6 +184,8 @@ check-rdma: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@bash bench/run.sh $(O)
+	@bash bench/run-kv.sh $(O)
+	@bash bench/run-ycsb.sh $(O)
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -99,4 +99,40 @@ timeout -k 5 600 "$BIN" --provider verbs --iters "$RKV_ITERS" \
   ${JSON:+--json "$JSON"} "${REFS[@]}"
 rc=$?
 [ "$rc" = 0 ] || echo "guest-bench: rkv-bench-transport exited with $rc"
+
+# The KV store on verbs: get with the location cached (one doorbell: the
+# 8-byte slot READ and the block READ) beside ib_read_lat of the block size.
+KV=$O/bin/rkv-bench-kv
+SRV=$O/bin/rkv-server
+if [ -x "$KV" ] && [ -x "$SRV" ] && [ -n "${RKV_VERBS_IP:-}" ]; then
+  echo
+  # a 1000-byte value with a 13-byte key is a 1088-byte block
+  perftest ib_read_lat read 1088 -s 1088
+  out=$(mktemp)
+  timeout -k 5 300 "$SRV" --listen "verbs://$RKV_VERBS_IP:0" --memory 64M \
+    --capacity 20000 --log-level warn >"$out" 2>/dev/null &
+  spid=$!
+  addr=""
+  for _ in $(seq 1 200); do
+    addr=$(sed -n 's/^rkv-server: listening on //p' "$out")
+    [ -n "$addr" ] && break
+    sleep 0.1
+  done
+  if [ -n "$addr" ]; then
+    kvout=$(timeout -k 5 240 "$KV" --servers "$addr" --keys 2000 \
+      --seconds "${BENCH_GUEST_KV_SECONDS:-5}" --mix 100:0:0:0 --inflight 1 \
+      --label verbs-get 2>&1)
+    echo "$kvout"
+    get50=$(echo "$kvout" | awk '$1 == "get" { print $4 }')
+    ref=$(printf '%s\n' "${REFS[@]}" | awk -F, '/perftest,read,1088,/ { print $4 }')
+    if [ -n "$get50" ] && [ -n "$ref" ]; then
+      awk -v g="$get50" -v r="$ref" 'BEGIN { printf "goal: verbs get (cached) p50 %.2f us / ib_read_lat 1088 B %.2f us = %.2fx (goal <= 1.3x)\n", g, r, g / r }'
+    fi
+  else
+    echo "guest-bench: rkv-server on verbs did not start"
+  fi
+  kill -TERM "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null
+  rm -f "$out"
+fi
 exit "$rc"

@@ -29,4 +29,7 @@ for s in tests/integration/*.sh; do
   [ -f "$s" ] || continue
   tap_run "$(basename "$s" .sh)" 300 bash "$s" "$O"
 done
+if [ -f bench/ycsb/selftest.sh ] && [ -x "$O/bin/rkv-ycsb" ]; then
+  tap_run ycsb-selftest 300 bash bench/ycsb/selftest.sh "$O"
+fi
 tap_summary

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # run.sh - `make run`: the demo on an embedded default configuration.
-# Starts an rkv-server on 127.0.0.1 with the tcp provider, loads 100k keys,
-# runs a short mixed workload with a progress line, prints throughput,
-# latency percentiles and round trips per operation, stops the server.
+# Starts an rkv-server on 127.0.0.1 with the tcp provider, loads 100k
+# records of 1 KB with rkv-ycsb, runs YCSB workload B (95% reads, 5%
+# updates, zipfian) for a short while with a progress line, prints
+# throughput, latency percentiles and round trips per operation, and stops
+# the server.  Knobs: RKV_RUN_RECORDS, RKV_RUN_OPS, RKV_RUN_THREADS,
+# RKV_RUN_BATCH.
 set -euo pipefail
 O=${1:-build}
 cd "$(dirname "$0")/.."
-KEYS=${RKV_RUN_KEYS:-100000}
-SECONDS_RUN=${RKV_RUN_SECONDS:-10}
+RECORDS=${RKV_RUN_RECORDS:-100000}
+OPS=${RKV_RUN_OPS:-300000}
 
 out=$(mktemp)
 "$O/bin/rkv-server" --listen tcp://127.0.0.1:0 --memory 512M \
-  --capacity $((KEYS * 2)) --log-level warn >"$out" &
+  --capacity $((RECORDS * 2)) --log-level warn >"$out" &
 srv=$!
 trap 'kill -TERM $srv 2>/dev/null; wait $srv 2>/dev/null; rm -f "$out"' EXIT
 addr=""
@@ -23,6 +26,7 @@ for _ in $(seq 1 100); do
 done
 [ -n "$addr" ] || { echo "run: rkv-server did not start listening" >&2; exit 2; }
 echo "rkv-server (pid $srv) listening on $addr"
-"$O/bin/rkv-bench-kv" --servers "$addr" --keys "$KEYS" \
-  --seconds "$SECONDS_RUN" --mix 70:20:10:0 --value-size 1000 --inflight 16 \
-  --progress
+"$O/bin/rkv-ycsb" -P workloads/workloadb --db rkv --servers "$addr" \
+  -p recordcount="$RECORDS" -p operationcount="$OPS" \
+  -p fieldcount=10 -p fieldlength=100 \
+  --threads "${RKV_RUN_THREADS:-2}" --batch "${RKV_RUN_BATCH:-8}" --progress

@@ -249,8 +249,10 @@ const char *rkv_listener_addr(const struct rkv_listener *l);
 void rkv_listener_destroy(struct rkv_listener *l);
 
 /*
- * Wait up to timeout_ms (-1 forever) for a connection and return it as an
- * endpoint whose completions go to cq.  Returns 0, -ETIMEDOUT, -errno.
+ * Wait up to timeout_ms (-1 forever, 0 just looks) for a connection request
+ * and return it as an endpoint whose completions go to cq; the handshake of
+ * a request that arrived is bounded by the context's timeout_ms.  Returns
+ * 0, -ETIMEDOUT (no request), -errno.
  */
 int rkv_accept(struct rkv_listener *l, struct rkv_cq *cq, int timeout_ms,
 	       struct rkv_ep **out);

@@ -633,7 +633,13 @@ int rkv_verbs_accept(struct rkv_listener *lb, struct rkv_cq *cqb,
 		/* The ack must come before rdma_migrate_id, which waits
 		 * for it. */
 		rdma_ack_cm_event(ev);
-		rc = accept_one(vt, cq, id, &req, deadline, &ep);
+		/* timeout_ms bounds the wait for a request; the handshake
+		 * of one that came is bounded by the context's timeout (a
+		 * poll with timeout 0 must still complete it) */
+		uint64_t hs = rkv_now_ms() + vt->base.opts.timeout_ms;
+
+		rc = accept_one(vt, cq, id, &req, hs > deadline ? hs : deadline,
+				&ep);
 		if (rc)
 			return rc;
 		*out = &ep->base;

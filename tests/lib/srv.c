@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +90,9 @@ int test_srv_start(struct test_srv *s, const char *provider,
 	}
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY);
+
+		/* a test that dies or times out takes its servers with it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 		dup2(devnull, 0);
 		dup2(pfd[1], 1);

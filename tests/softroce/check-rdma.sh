@@ -35,7 +35,7 @@ fi
 echo "check-rdma: no usable RDMA device here ($(ibv_devinfo 2>&1 | head -n 1)); booting a Soft-RoCE guest"
 export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
 export RKV_SUITE_BUDGET=$((SOFTROCE_TIMEOUT - 60))
-SOFTROCE_ENV="${SOFTROCE_ENV:-} RKV_SUITE_BUDGET RKV_LOG_LEVEL RKV_TORTURE_OPS"
+SOFTROCE_ENV="${SOFTROCE_ENV:-} RKV_SUITE_BUDGET RKV_LOG_LEVEL"
 export SOFTROCE_ENV
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -47,7 +47,7 @@ else
 	T_SKIP=$((T_SKIP + 1))
 fi
 # The KV store on verbs: real rkv-server processes and librkv clients.
-export RKV_TORTURE_OPS=${RKV_TORTURE_OPS:-200000}
+# itest_kv sizes its torture for Soft-RoCE by itself (RKV_TORTURE_OPS overrides)
 for t in "$O"/tests/itest_*; do
 	[ -x "$t" ] || continue
 	tap_run "$(basename "$t")-verbs" "$(bound 900)" "$t" --provider verbs
