@@ -73,6 +73,8 @@ CONF_SRCS := $(wildcard tests/conformance/*.c)
 BENCH_TP_SRCS := $(wildcard bench/transport/*.c)
 BENCH_KV_SRCS := $(wildcard bench/kv/*.c)
 BENCH_YCSB_SRCS := $(wildcard bench/ycsb/*.c)
+BENCH_PS_SRCS := $(wildcard bench/ps/*.c)
+EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
 CLIENT_SRCS := $(wildcard client/*.c)
@@ -89,6 +91,8 @@ CONF_BIN := $(if $(CONF_SRCS),$(TST)/conformance)
 BENCH_TP_BIN := $(if $(BENCH_TP_SRCS),$(BIN)/rkv-bench-transport)
 BENCH_KV_BIN := $(if $(BENCH_KV_SRCS),$(BIN)/rkv-bench-kv)
 BENCH_YCSB_BIN := $(if $(BENCH_YCSB_SRCS),$(BIN)/rkv-ycsb)
+BENCH_PS_BIN := $(if $(BENCH_PS_SRCS),$(BIN)/rkv-bench-ps)
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BIN)/rkv-example-%,$(EXAMPLE_SRCS))
 SERVER_LIB := $(if $(SERVER_SRCS),$(LIB)/librkv_server.a)
 SERVER_BIN := $(if $(SERVER_MAIN),$(BIN)/rkv-server)
 CLIENT_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv.a)
@@ -97,7 +101,8 @@ CLI_BIN := $(if $(and $(CLI_SRCS),$(CLIENT_SRCS)),$(BIN)/rkv)
 
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
-	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
+	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(BENCH_PS_BIN) \
+	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLI_BIN)
 
 .PHONY: all deps test check-rdma bench run clean install
@@ -145,6 +150,15 @@ $(BIN)/rkv-bench-kv: $(call obj,$(BENCH_KV_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(C
 $(BIN)/rkv-ycsb: $(call obj,$(BENCH_YCSB_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lhiredis -lmemcached
+
+$(BIN)/rkv-bench-ps: $(call obj,$(BENCH_PS_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
+# examples/NAME.c -> rkv-example-NAME, one file each
+$(BIN)/rkv-example-%: $(OBJ)/examples/%.o $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
