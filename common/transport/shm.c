@@ -1,17 +1,969 @@
 /* SPDX-License-Identifier: MIT */
-/* shm.c - placeholder until the shm provider lands: every call fails. */
-#include "transport_internal.h"
+/*
+ * shm.c - the shm provider: same-host transport over memfd mappings.
+ *
+ * rkv_tp_mem_alloc hands out memfd-backed MAP_SHARED memory (sealed against
+ * shrinking, so a mapping peer can never take SIGBUS); remote-accessible
+ * MRs must lie inside it.  The context's MR table lives in a memfd too,
+ * which every connected peer maps read-only.  One-sided operations are the
+ * initiator's own memcpy and __atomic operations on its mapping of the
+ * target's memfd, done synchronously inside rkv_post:
+ *
+ *   rkey -> table index (O(1)) -> acquire load of the entry's key word ->
+ *   compare with the cached key -> bounds and access -> the access.
+ *
+ * Deregistration clears the key word, so every later access fails at once.
+ * The initiator maps a memfd the first time an rkey needs it, asking the
+ * peer over the endpoint's unix socket (MAP_REQ; the fd comes back by
+ * SCM_RIGHTS, read-only unless some MR of that memfd allows remote write
+ * or atomics), and caches the mapping per endpoint.
+ *
+ * The unix socket (abstract name "rkv-shm-NAME") also carries SEND/RECV and
+ * the handshake.  So that rkv_cq_poll needs no syscall when nothing
+ * arrived, each connection shares a page of two doorbell counters: a sender
+ * bumps the peer's counter after every write to the socket, and the poller
+ * reads its socket only when its counter moved - or every ~1 ms, which is
+ * how a dead peer (EOF) is noticed even while only one-sided traffic runs.
+ * Passive endpoints are served by the context's transport thread as on tcp.
+ */
+#include "sw.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../alloc.h"
+#include "../log.h"
+#include "../rtime.h"
+
+#define SHM_MAX_MEMS 65535u
+#define SHM_CHECK_NS 1000000ull /* socket check period while idle */
+#define SHM_DB_PAGE 4096
+
+struct shm_mem {
+	int fd;       /* -1 once freed (ids are never reused) */
+	uint8_t *base;
+	size_t len;
+};
+
+struct shm_tp {
+	struct sw_tp sw;
+	int tab_fd;              /* memfd of the MR table */
+	struct sw_mrent *tab;
+	pthread_mutex_t mem_lock; /* guards mems */
+	struct shm_mem *mems;
+	unsigned nmems, mems_cap;
+};
+
+/* Initiator's cache of one peer rkey. */
+struct shm_rc {
+	uint64_t key;   /* the entry's key word when cached */
+	uint8_t *base;  /* local address of the region's first byte */
+	uint64_t addr;  /* region start in the peer's address space */
+	uint64_t len;
+};
+
+struct shm_map {
+	uint8_t *ro, *rw;
+	size_t ro_len, rw_len;
+};
+
+struct shm_credit {
+	uint64_t ticket; /* CQ ticket of the signaled completion */
+	uint32_t count;  /* WRs it covers */
+};
+
+struct shm_ep {
+	const struct sw_mrent *peer_tab; /* read-only mapping */
+	uint64_t *db;                    /* doorbell page */
+	uint64_t *db_tx, *db_rx;
+	uint64_t db_seen;
+	uint64_t last_check;             /* ns */
+	struct shm_rc *rc;               /* SW_MR_MAX entries, lazily */
+	struct shm_map *maps;            /* by peer memid */
+	unsigned nmaps;
+	/* Send-queue slots of one-sided WRs done in rkv_post: as on verbs
+	 * they stay taken until the signaled completion that covers them
+	 * has been polled.  Poster only. */
+	struct shm_credit *cr;           /* max_send_wr entries */
+	uint32_t cr_head, cr_tail;
+	uint32_t fast_out;               /* slots taken */
+	uint32_t unsig;                  /* unsignaled WRs not yet covered */
+	/* A MAP_REQ in flight; guarded by the endpoint's lock. */
+	uint64_t map_seq;
+	bool map_done;
+	int map_fd;
+	int map_status;
+};
+
+static size_t page_round(size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+static struct shm_tp *shm_of(struct sw_tp *tp)
+{
+	return container_of(tp, struct shm_tp, sw);
+}
+
+static struct shm_ep *sep_get(struct sw_ep *ep)
+{
+	struct shm_ep *se = ep->prov;
+
+	if (!se) {
+		se = rkv_calloc(1, sizeof(*se));
+		if (!se)
+			return NULL;
+		se->map_fd = -1;
+		ep->prov = se;
+	}
+	return se;
+}
+
+/* ------------------------------------------------------------- memory */
+static int new_memfd(const char *name, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static int shm_mem_alloc(struct rkv_tp *btp, size_t len, void **out)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+	size_t plen = page_round(len);
+	void *p;
+	int fd, rc;
+
+	fd = new_memfd("rkv-shm", plen);
+	if (fd < 0)
+		return fd;
+	p = mmap(NULL, plen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto close_fd;
+	}
+	pthread_mutex_lock(&t->mem_lock);
+	if (t->nmems == SHM_MAX_MEMS) {
+		rc = -ENOMEM;
+		goto unlock;
+	}
+	if (t->nmems == t->mems_cap) {
+		unsigned cap = t->mems_cap ? t->mems_cap * 2 : 16;
+		struct shm_mem *n = rkv_realloc(t->mems, cap * sizeof(*n));
+
+		if (!n) {
+			rc = -ENOMEM;
+			goto unlock;
+		}
+		t->mems = n;
+		t->mems_cap = cap;
+	}
+	t->mems[t->nmems].fd = fd;
+	t->mems[t->nmems].base = p;
+	t->mems[t->nmems].len = plen;
+	t->nmems++;
+	pthread_mutex_unlock(&t->mem_lock);
+	*out = p;
+	return 0;
+
+unlock:
+	pthread_mutex_unlock(&t->mem_lock);
+	munmap(p, plen);
+close_fd:
+	close(fd);
+	return rc;
+}
+
+static void shm_mem_free(struct rkv_tp *btp, void *addr, size_t len)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+
+	(void)len;
+	pthread_mutex_lock(&t->mem_lock);
+	for (unsigned i = 0; i < t->nmems; i++) {
+		struct shm_mem *m = &t->mems[i];
+
+		if (m->fd >= 0 && m->base == addr) {
+			munmap(m->base, m->len);
+			close(m->fd);
+			m->fd = -1;
+			m->base = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->mem_lock);
+}
+
+static int shm_mr_reg(struct rkv_tp *btp, void *addr, size_t len,
+		      unsigned access, struct rkv_mr **out)
+{
+	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
+	struct shm_tp *t = shm_of(tp);
+	unsigned memid1 = 0;
+	uint64_t memoff = 0;
+	struct sw_mr *mr;
+	int rc;
+
+	if (access & (RKV_ACCESS_REMOTE_READ | RKV_ACCESS_REMOTE_WRITE |
+		      RKV_ACCESS_REMOTE_ATOMIC)) {
+		uint8_t *p = addr;
+
+		pthread_mutex_lock(&t->mem_lock);
+		for (unsigned i = 0; i < t->nmems; i++) {
+			struct shm_mem *m = &t->mems[i];
+
+			if (m->fd >= 0 && p >= m->base &&
+			    p - m->base <= (ptrdiff_t)m->len &&
+			    len <= m->len - (size_t)(p - m->base)) {
+				memid1 = i + 1;
+				memoff = (uint64_t)(p - m->base);
+				break;
+			}
+		}
+		pthread_mutex_unlock(&t->mem_lock);
+		if (!memid1) {
+			rkv_log(RKV_LOG_WARN, "shm",
+				"remote access to %p+%zu: not memory from rkv_tp_mem_alloc",
+				addr, len);
+			return -EFAULT;
+		}
+	}
+	rc = sw_mrtab_reg(&tp->mrt, addr, len, access, memid1, memoff, &mr);
+	if (rc)
+		return rc;
+	*out = &mr->base;
+	return 0;
+}
+
+/* ---------------------------------------------------- handshake and fds */
+/* A read-only descriptor of fd's file (a new open file description). */
+static int reopen_ro(int fd)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static int map_fd(int fd, bool rw, size_t want, void **out, size_t *len)
+{
+	struct stat st;
+	void *p;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (st.st_size <= 0 || (want && (size_t)st.st_size != want))
+		return -EPROTO;
+	/* A peer that could shrink the file could make us take SIGBUS. */
+	if (!want) {
+		int seals = fcntl(fd, F_GET_SEALS);
+
+		if (seals < 0 || !(seals & F_SEAL_SHRINK))
+			return -EPROTO;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | (rw ? PROT_WRITE : 0),
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+static int shm_hello_fds(struct sw_tp *tp, struct sw_ep *ep, bool connector,
+			 int *fds, bool *close_after, unsigned *nfds)
+{
+	struct shm_tp *t = shm_of(tp);
+	struct shm_ep *se = sep_get(ep);
+	int tfd;
+
+	if (!se)
+		return -ENOMEM;
+	tfd = reopen_ro(t->tab_fd);
+	if (tfd < 0)
+		tfd = dup(t->tab_fd);
+	if (tfd < 0)
+		return -errno;
+	fds[0] = tfd;
+	close_after[0] = true;
+	*nfds = 1;
+	if (connector) {
+		/* The doorbell page: [0] counts connector -> acceptor writes,
+		 * [8] (next cache line) acceptor -> connector. */
+		int dfd = new_memfd("rkv-shm-db", SHM_DB_PAGE);
+		void *p;
+		size_t l;
+		int rc;
+
+		if (dfd < 0) {
+			close(tfd);
+			return dfd;
+		}
+		rc = map_fd(dfd, true, SHM_DB_PAGE, &p, &l);
+		if (rc) {
+			close(dfd);
+			close(tfd);
+			return rc;
+		}
+		se->db = p;
+		se->db_tx = &se->db[0];
+		se->db_rx = &se->db[8];
+		fds[1] = dfd;
+		close_after[1] = true;
+		*nfds = 2;
+	}
+	return 0;
+}
+
+static int shm_ep_setup(struct sw_ep *ep, const int *fds, unsigned nfds)
+{
+	struct shm_ep *se = sep_get(ep);
+	void *p;
+	size_t l;
+	int rc;
+
+	if (!se)
+		return -ENOMEM;
+	if (nfds < (ep->passive ? 2u : 1u)) {
+		rkv_log(RKV_LOG_WARN, "shm", "%s: handshake without descriptors",
+			ep->base.peer);
+		return -EPROTO;
+	}
+	rc = map_fd(fds[0], false, SW_MRTAB_BYTES, &p, &l);
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, "shm", "%s: bad MR table descriptor",
+			ep->base.peer);
+		return rc;
+	}
+	se->peer_tab = p;
+	if (ep->passive) {
+		rc = map_fd(fds[1], true, SHM_DB_PAGE, &p, &l);
+		if (rc) {
+			rkv_log(RKV_LOG_WARN, "shm",
+				"%s: bad doorbell descriptor", ep->base.peer);
+			return rc;
+		}
+		se->db = p;
+		se->db_tx = &se->db[8];
+		se->db_rx = &se->db[0];
+	}
+	se->cr = rkv_calloc(ep->sq_cap, sizeof(*se->cr));
+	if (!se->cr)
+		return -ENOMEM;
+	se->last_check = rkv_now_ns();
+	return 0;
+}
+
+static void shm_ep_fini(struct sw_ep *ep)
+{
+	struct shm_ep *se = ep->prov;
+
+	if (!se)
+		return;
+	if (se->peer_tab)
+		munmap((void *)se->peer_tab, SW_MRTAB_BYTES);
+	if (se->db)
+		munmap(se->db, SHM_DB_PAGE);
+	for (unsigned i = 0; i < se->nmaps; i++) {
+		if (se->maps[i].ro)
+			munmap(se->maps[i].ro, se->maps[i].ro_len);
+		if (se->maps[i].rw)
+			munmap(se->maps[i].rw, se->maps[i].rw_len);
+	}
+	if (se->map_fd >= 0)
+		close(se->map_fd);
+	rkv_free(se->maps);
+	rkv_free(se->rc);
+	rkv_free(se->cr);
+	rkv_free(se);
+	ep->prov = NULL;
+}
+
+static void shm_after_tx(struct sw_ep *ep)
+{
+	struct shm_ep *se = ep->prov;
+
+	/* Orders after the bytes written: a poller that sees the new count
+	 * finds them in the socket. */
+	if (se && se->db_tx)
+		__atomic_fetch_add(se->db_tx, 1, __ATOMIC_RELEASE);
+}
+
+static bool shm_gate(struct sw_ep *ep, unsigned npoll)
+{
+	struct shm_ep *se = ep->prov;
+	uint64_t v;
+
+	if (!se || !se->db_rx)
+		return true;
+	v = __atomic_load_n(se->db_rx, __ATOMIC_ACQUIRE);
+	if (v != se->db_seen) {
+		se->db_seen = v;
+		return true;
+	}
+	/* The clock costs ~20 ns: read it every 4th poll only. */
+	if ((npoll & 3) == 0) {
+		uint64_t now = rkv_now_ns();
+
+		if (now - se->last_check >= SHM_CHECK_NS) {
+			se->last_check = now;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether some live MR of memid allows remote write or atomics. */
+static bool memid_writable(struct sw_tp *tp, unsigned memid)
+{
+	for (uint32_t i = 0; i < SW_MR_MAX; i++) {
+		uint64_t k = __atomic_load_n(&tp->mrt.ent[i].key,
+					     __ATOMIC_ACQUIRE);
+
+		if ((k & SW_KEY_VALID) && SW_KEY_MEMID1(k) == memid + 1 &&
+		    (SW_KEY_ACCESS(k) &
+		     (RKV_ACCESS_REMOTE_WRITE | RKV_ACCESS_REMOTE_ATOMIC)))
+			return true;
+	}
+	return false;
+}
+
+/* MAP_REQ at the target, MAP_RESP at the initiator; ep->lock held. */
+static int shm_frame(struct sw_ep *ep, const struct sw_hdr *h)
+{
+	struct shm_tp *t = shm_of(ep->tp);
+	struct shm_ep *se = ep->prov;
+
+	if (!se)
+		return -EPROTO;
+	if (h->type == SW_F_MAP_REQ) {
+		struct sw_hdr r = { .type = SW_F_MAP_RESP, .seq = h->seq,
+				    .key = RKV_WC_REM_ACCESS_ERR };
+		int fd = -1;
+
+		pthread_mutex_lock(&t->mem_lock);
+		if (h->arg0 < t->nmems && t->mems[h->arg0].fd >= 0) {
+			int mfd = t->mems[h->arg0].fd;
+
+			if (h->arg1 && memid_writable(ep->tp, (unsigned)h->arg0))
+				fd = dup(mfd);
+			else
+				fd = reopen_ro(mfd);
+		}
+		pthread_mutex_unlock(&t->mem_lock);
+		if (fd >= 0) {
+			if (sw_ep_tx_fd(ep, fd, true))
+				close(fd);
+			else
+				r.key = RKV_WC_SUCCESS;
+		}
+		sw_ep_tx_frame(ep, &r, NULL, 0);
+		return 0;
+	}
+	/* MAP_RESP */
+	int fd = h->key == RKV_WC_SUCCESS ? sw_ep_fd_pop(ep) : -1;
+
+	if (h->key == RKV_WC_SUCCESS && fd < 0)
+		return -EPROTO;
+	if (h->seq != se->map_seq || se->map_done) {
+		if (fd >= 0)
+			close(fd); /* answer to a request that timed out */
+		return 0;
+	}
+	se->map_fd = fd;
+	se->map_status = (int)h->key;
+	se->map_done = true;
+	pthread_cond_broadcast(&ep->cond);
+	return 0;
+}
+
+/* Map the peer's memfd memid (read-write if rw); returns a WC status. */
+static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
+		   bool rw, uint8_t **base, size_t *len)
+{
+	struct shm_map *m;
+	uint64_t deadline;
+	void *p;
+	size_t l;
+	int fd, st, rc;
+
+	if (memid < se->nmaps) {
+		m = &se->maps[memid];
+		if (m->rw || (!rw && m->ro)) {
+			*base = m->rw ? m->rw : m->ro;
+			*len = m->rw ? m->rw_len : m->ro_len;
+			return RKV_WC_SUCCESS;
+		}
+	}
+	pthread_mutex_lock(&ep->lock);
+	if (ep->base.state != RKV_EP_CONNECTED || ep->closed) {
+		pthread_mutex_unlock(&ep->lock);
+		return RKV_WC_WR_FLUSH_ERR;
+	}
+	{
+		struct sw_hdr h = { .type = SW_F_MAP_REQ,
+				    .seq = ++se->map_seq,
+				    .arg0 = memid,
+				    .arg1 = rw };
+
+		se->map_done = false;
+		sw_ep_tx_frame(ep, &h, NULL, 0);
+		sw_ep_tx_commit(ep);
+		sw_ep_settle_locked(ep);
+	}
+	deadline = rkv_now_ns() + ep->timeout_ns;
+	while (!se->map_done && ep->base.state == RKV_EP_CONNECTED &&
+	       rkv_now_ns() < deadline) {
+		if (ep->passive) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += 1000000;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+		} else {
+			sw_ep_rx_locked(ep);
+			sw_ep_settle_locked(ep);
+			if (!se->map_done) {
+				pthread_mutex_unlock(&ep->lock);
+				sched_yield();
+				pthread_mutex_lock(&ep->lock);
+			}
+		}
+	}
+	fd = se->map_fd;
+	st = se->map_status;
+	se->map_fd = -1;
+	if (!se->map_done) {
+		bool live = ep->base.state == RKV_EP_CONNECTED;
+
+		se->map_done = true; /* a late answer is dropped */
+		pthread_mutex_unlock(&ep->lock);
+		if (fd >= 0)
+			close(fd);
+		return live ? RKV_WC_RETRY_EXC_ERR : RKV_WC_WR_FLUSH_ERR;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	if (st != RKV_WC_SUCCESS || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		return RKV_WC_REM_ACCESS_ERR;
+	}
+	rc = map_fd(fd, rw, 0, &p, &l);
+	close(fd);
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, "shm", "%s: cannot map region %u: %s",
+			ep->base.peer, memid, strerror(-rc));
+		return RKV_WC_REM_ACCESS_ERR;
+	}
+	if (memid >= se->nmaps) {
+		unsigned n = memid + 1 > se->nmaps * 2 ? memid + 1
+						       : se->nmaps * 2;
+		struct shm_map *nm = rkv_realloc(se->maps, n * sizeof(*nm));
+
+		if (!nm) {
+			munmap(p, l);
+			return RKV_WC_GENERAL_ERR;
+		}
+		memset(nm + se->nmaps, 0, (n - se->nmaps) * sizeof(*nm));
+		se->maps = nm;
+		se->nmaps = n;
+	}
+	m = &se->maps[memid];
+	if (rw) {
+		m->rw = p;
+		m->rw_len = l;
+	} else {
+		m->ro = p;
+		m->ro_len = l;
+	}
+	*base = p;
+	*len = l;
+	return RKV_WC_SUCCESS;
+}
+
+/* Cache rkey (entry idx, current key word k); returns a WC status. */
+static int rc_fill(struct sw_ep *ep, struct shm_ep *se, uint32_t idx,
+		   uint32_t rkey, uint64_t k)
+{
+	const struct sw_mrent *e = &se->peer_tab[idx];
+	struct shm_rc *c;
+	uint64_t addr, len, off;
+	unsigned memid1;
+	uint8_t *base;
+	size_t mlen;
+	int st;
+
+	if (!(k & SW_KEY_VALID) || (uint32_t)k != rkey)
+		return RKV_WC_REM_ACCESS_ERR;
+	if (!se->rc) {
+		se->rc = rkv_calloc(SW_MR_MAX, sizeof(*se->rc));
+		if (!se->rc)
+			return RKV_WC_GENERAL_ERR;
+	}
+	addr = __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE);
+	len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
+	off = __atomic_load_n(&e->memoff, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
+		return RKV_WC_REM_ACCESS_ERR;
+	memid1 = SW_KEY_MEMID1(k);
+	if (!memid1)
+		return RKV_WC_REM_ACCESS_ERR;
+	st = map_get(ep, se, memid1 - 1,
+		     SW_KEY_ACCESS(k) & (RKV_ACCESS_REMOTE_WRITE |
+					 RKV_ACCESS_REMOTE_ATOMIC),
+		     &base, &mlen);
+	if (st != RKV_WC_SUCCESS)
+		return st;
+	/* The table is the peer's word: never trust it past the mapping. */
+	if (off > mlen || len > mlen - off || addr + len < addr)
+		return RKV_WC_REM_ACCESS_ERR;
+	c = &se->rc[idx];
+	c->base = base + off;
+	c->addr = addr;
+	c->len = len;
+	c->key = k;
+	return RKV_WC_SUCCESS;
+}
+
+/* Execute a one-sided WR now; returns its WC status. */
+static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
+		    const struct rkv_wr *wr)
+{
+	uint32_t idx = wr->rkey & SW_MR_IDX_MASK;
+	struct shm_rc *c;
+	unsigned need;
+	uint64_t k, off;
+	uint8_t *p;
+	int st;
+
+	if (wr->length &&
+	    sw_mrtab_check_local(&ep->tp->mrt, wr->local, wr->length,
+				 wr->lkey, wr->opcode != RKV_WR_WRITE))
+		return RKV_WC_LOC_PROT_ERR;
+	k = __atomic_load_n(&se->peer_tab[idx].key, __ATOMIC_ACQUIRE);
+	if (!se->rc || se->rc[idx].key != k) {
+		st = rc_fill(ep, se, idx, wr->rkey, k);
+		if (st != RKV_WC_SUCCESS)
+			return st;
+	}
+	c = &se->rc[idx];
+	if (!(k & SW_KEY_VALID) || (uint32_t)k != wr->rkey)
+		return RKV_WC_REM_ACCESS_ERR;
+	need = wr->opcode == RKV_WR_READ    ? RKV_ACCESS_REMOTE_READ
+	       : wr->opcode == RKV_WR_WRITE ? RKV_ACCESS_REMOTE_WRITE
+					    : RKV_ACCESS_REMOTE_ATOMIC;
+	if (!(SW_KEY_ACCESS(k) & need))
+		return RKV_WC_REM_ACCESS_ERR;
+	off = wr->remote_addr - c->addr;
+	if (wr->remote_addr < c->addr || wr->length > c->len ||
+	    off > c->len - wr->length)
+		return RKV_WC_REM_ACCESS_ERR;
+	p = c->base + off;
+	switch (wr->opcode) {
+	case RKV_WR_READ:
+		if (wr->length)
+			memcpy(wr->local, p, wr->length);
+		break;
+	case RKV_WR_WRITE:
+		if (wr->length)
+			memcpy(p, wr->local, wr->length);
+		break;
+	case RKV_WR_CAS: {
+		uint64_t old = wr->compare_add;
+
+		__atomic_compare_exchange_n((uint64_t *)(void *)p, &old,
+					    wr->swap, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		*(uint64_t *)wr->local = old;
+		break;
+	}
+	case RKV_WR_FETCH_ADD:
+		*(uint64_t *)wr->local = __atomic_fetch_add(
+			(uint64_t *)(void *)p, wr->compare_add,
+			__ATOMIC_SEQ_CST);
+		break;
+	default:
+		return RKV_WC_GENERAL_ERR;
+	}
+	return RKV_WC_SUCCESS;
+}
+
+/* Whether the send queue has room for one more WR (frees the slots of
+ * completions polled since). */
+static bool take_slot(struct sw_ep *ep, struct shm_ep *se)
+{
+	uint64_t done = __atomic_load_n(&ep->cq->consumed, __ATOMIC_ACQUIRE);
+
+	while (se->cr_head != se->cr_tail &&
+	       se->cr[se->cr_head % ep->sq_cap].ticket < done) {
+		se->fast_out -= se->cr[se->cr_head % ep->sq_cap].count;
+		se->cr_head++;
+	}
+	return se->fast_out +
+		       (uint32_t)(ep->sq_tail -
+				  __atomic_load_n(&ep->sq_head,
+						  __ATOMIC_ACQUIRE)) <
+	       ep->sq_cap;
+}
+
+static int shm_post(struct rkv_ep *bep, struct rkv_wr *wr, struct rkv_wr **bad)
+{
+	struct sw_ep *ep = container_of(bep, struct sw_ep, base);
+	struct shm_ep *se = ep->prov;
+
+	for (; wr; wr = wr->next) {
+		int st = -1, rc;
+
+		if (!take_slot(ep, se)) {
+			if (bad)
+				*bad = wr;
+			return -ENOMEM;
+		}
+		if (wr->opcode != RKV_WR_SEND &&
+		    __atomic_load_n(&ep->base.state, __ATOMIC_ACQUIRE) ==
+			    RKV_EP_CONNECTED &&
+		    !__atomic_load_n(&ep->err_pending, __ATOMIC_RELAXED)) {
+			st = shm_exec(ep, se, wr);
+			/* Fast path: nothing outstanding ahead of it. */
+			if (st == RKV_WC_SUCCESS &&
+			    __atomic_load_n(&ep->sq_head, __ATOMIC_ACQUIRE) ==
+				    ep->sq_tail) {
+				se->fast_out++;
+				if (wr->flags & RKV_WR_SIGNALED) {
+					struct rkv_wc wc = {
+						.wr_id = wr->wr_id,
+						.status = RKV_WC_SUCCESS,
+						.opcode = wr->opcode,
+						.ep = bep,
+					};
+					struct shm_credit *c =
+						&se->cr[se->cr_tail++ %
+							ep->sq_cap];
+
+					c->ticket = sw_cq_push(ep->cq, &wc);
+					c->count = se->unsig + 1;
+					se->unsig = 0;
+				} else {
+					se->unsig++;
+				}
+				continue;
+			}
+		}
+		/* The engine's queue accounts for this one; unsignaled WRs
+		 * before it are let go (approximation, keeps slots from
+		 * leaking). */
+		se->fast_out -= se->unsig;
+		se->unsig = 0;
+		pthread_mutex_lock(&ep->lock);
+		rc = sw_ep_post_one_locked(ep, wr, st, rkv_now_ns());
+		sw_ep_tx_commit(ep);
+		sw_ep_settle_locked(ep);
+		pthread_mutex_unlock(&ep->lock);
+		if (rc) {
+			if (bad)
+				*bad = wr;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- sockets */
+static socklen_t un_addr(const char *name, struct sockaddr_un *sa)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* Abstract namespace: sun_path[0] stays '\0'. */
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "rkv-shm-%s",
+		     name);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+			   (size_t)n);
+}
+
+static int shm_listen(struct rkv_tp *btp, const struct rkv_tp_addr *a,
+		      struct rkv_listener **out)
+{
+	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
+	struct sockaddr_un sa;
+	socklen_t sl = un_addr(a->name, &sa);
+	char addr[128];
+	int fd, rc;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sl) || listen(fd, 128)) {
+		rc = -errno;
+		rkv_log(RKV_LOG_WARN, "shm", "listen on shm:///%s: %s",
+			a->name, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	snprintf(addr, sizeof(addr), "shm:///%s", a->name);
+	return sw_listener_create(tp, fd, addr, out);
+}
+
+static int shm_connect(struct rkv_tp *btp, const struct rkv_tp_addr *a,
+		       struct rkv_cq *bcq, int timeout_ms, struct rkv_ep **out)
+{
+	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
+	struct sw_cq *cq = container_of(bcq, struct sw_cq, base);
+	uint64_t deadline = rkv_now_ns() + (uint64_t)(timeout_ms < 0 ? 0
+								: timeout_ms) *
+						   1000000ull;
+	struct sockaddr_un sa;
+	socklen_t sl = un_addr(a->name, &sa);
+	char peer[128];
+	int fd, left;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A full backlog answers EAGAIN: retry until the deadline. */
+	while (connect(fd, (struct sockaddr *)&sa, sl)) {
+		int rc = -errno;
+
+		if (rc != -EAGAIN && rc != -EINTR) {
+			close(fd);
+			return rc;
+		}
+		if (timeout_ms >= 0 && rkv_now_ns() >= deadline) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		poll(NULL, 0, 1);
+	}
+	snprintf(peer, sizeof(peer), "shm:///%s", a->name);
+	left = timeout_ms;
+	if (timeout_ms > 0) {
+		uint64_t now = rkv_now_ns();
+
+		left = now >= deadline ? 1
+				       : (int)((deadline - now) / 1000000ull) + 1;
+	}
+	return sw_connect_finish(tp, cq, fd, peer, left, out);
+}
+
+/* --------------------------------------------------------------- context */
+static const struct sw_prov shm_prov = {
+	.comp = "shm",
+	.remote_exec = false,
+	.unix_fds = true,
+	.frame = shm_frame,
+	.gate = shm_gate,
+	.after_tx = shm_after_tx,
+	.ep_setup = shm_ep_setup,
+	.ep_fini = shm_ep_fini,
+	.hello_fds = shm_hello_fds,
+};
 
 static int shm_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 {
-	(void)opts;
-	(void)out;
-	return -ENOSYS;
+	struct shm_tp *t = rkv_calloc(1, sizeof(*t));
+	void *p;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->tab_fd = new_memfd("rkv-shm-mrtab", SW_MRTAB_BYTES);
+	if (t->tab_fd < 0) {
+		rc = t->tab_fd;
+		goto free_t;
+	}
+	p = mmap(NULL, SW_MRTAB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 t->tab_fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto close_tab;
+	}
+	t->tab = p;
+	if (pthread_mutex_init(&t->mem_lock, NULL)) {
+		rc = -ENOMEM;
+		goto unmap_tab;
+	}
+	rc = sw_tp_init(&t->sw, &shm_prov, t->tab);
+	if (rc)
+		goto destroy_lock;
+	t->sw.base.opts = *opts;
+	t->sw.base.has_atomics = 1;
+	snprintf(t->sw.base.describe, sizeof(t->sw.base.describe),
+		 "shm (memfd mappings, initiator-side loads/stores/atomics, timeout %u ms)",
+		 opts->timeout_ms);
+	*out = &t->sw.base;
+	return 0;
+
+destroy_lock:
+	pthread_mutex_destroy(&t->mem_lock);
+unmap_tab:
+	munmap(t->tab, SW_MRTAB_BYTES);
+close_tab:
+	close(t->tab_fd);
+free_t:
+	rkv_free(t);
+	return rc;
+}
+
+static void shm_destroy(struct rkv_tp *btp)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+
+	sw_tp_fini(&t->sw);
+	for (unsigned i = 0; i < t->nmems; i++) {
+		if (t->mems[i].fd >= 0) {
+			munmap(t->mems[i].base, t->mems[i].len);
+			close(t->mems[i].fd);
+		}
+	}
+	rkv_free(t->mems);
+	pthread_mutex_destroy(&t->mem_lock);
+	munmap(t->tab, SW_MRTAB_BYTES);
+	close(t->tab_fd);
+	rkv_free(t);
 }
 
 const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.name = "shm",
 	.create = shm_create,
+	.destroy = shm_destroy,
+	.mem_alloc = shm_mem_alloc,
+	.mem_free = shm_mem_free,
+	.mr_reg = shm_mr_reg,
+	.mr_dereg = sw_mr_dereg,
+	.cq_create = sw_cq_create,
+	.cq_destroy = sw_cq_destroy,
+	.cq_poll = sw_cq_poll,
+	.listen = shm_listen,
+	.listener_destroy = sw_listener_destroy,
+	.accept = sw_accept,
+	.connect = shm_connect,
+	.ep_destroy = sw_ep_destroy,
+	.post = shm_post,
+	.post_recv = sw_ep_post_recv,
 };

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sw.h - the engine shared by the software providers (tcp and shm).
+ *
+ * Both providers carry a framed, symmetric protocol over one stream socket
+ * per endpoint (a TCP socket for tcp, an abstract unix socket for shm):
+ * SEND/RECV, their acknowledgements, and on tcp the one-sided requests
+ * (READ, WRITE, CAS, FETCH_ADD) that the target executes against its MR
+ * table.  Every frame starts with a 48-byte header (magic, version, type,
+ * payload length) that the receiver validates before trusting anything.
+ *
+ * Progress: an endpoint made by rkv_connect (active) is progressed by
+ * rkv_cq_poll on its CQ; an endpoint made by rkv_accept (passive) by the
+ * context's transport thread (one per context, started by the first listen).
+ * Either way, all state of an endpoint is changed under ep->lock.
+ *
+ * Completion order: the send queue is a ring; a WR's completion is emitted
+ * only when every older WR on the endpoint is done, so completions of one
+ * endpoint appear in posting order (as on an RC QP), and the first
+ * non-success completion moves the endpoint to the error state, which
+ * flushes everything after it.
+ *
+ * Lock order: tp->thr_lock -> ep->lock -> tp->mrt.lock (read) -> cq overflow
+ * lock.  The CQ ring itself is lock-free (MPSC).
+ */
+#ifndef RKV_COMMON_TRANSPORT_SW_H
+#define RKV_COMMON_TRANSPORT_SW_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "transport_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ wire format */
+#define SW_MAGIC 0x54564b52u /* "RKVT" on the wire (little-endian) */
+#define SW_VERSION 1
+#define SW_HDR_LEN 48
+
+enum sw_ftype {
+	SW_F_HELLO = 1,  /* connector -> acceptor, first frame */
+	SW_F_HELLO_ACK,  /* acceptor -> connector */
+	SW_F_READ,       /* addr, key=rkey, arg0=length */
+	SW_F_WRITE,      /* addr, key=rkey, payload */
+	SW_F_CAS,        /* addr, key=rkey, arg0=compare, arg1=swap */
+	SW_F_FADD,       /* addr, key=rkey, arg0=addend */
+	SW_F_SEND,       /* payload */
+	SW_F_RESP,       /* key=status; READ: payload; atomics: arg0=old */
+	SW_F_RNR,        /* SEND seq is waiting for a RECV at the receiver */
+	SW_F_MAP_REQ,    /* shm: arg0=memid, arg1=writable wanted */
+	SW_F_MAP_RESP,   /* shm: key=status, an fd rides along (SCM_RIGHTS) */
+	SW_F_MAX,
+};
+
+/* A decoded header; the encoding is fixed little-endian (sw_ep.c). */
+struct sw_hdr {
+	uint8_t type;  /* enum sw_ftype */
+	uint32_t len;  /* payload bytes that follow the header */
+	uint32_t key;  /* requests: rkey; responses: status */
+	uint64_t seq;  /* initiator's send-queue sequence number */
+	uint64_t addr; /* target virtual address */
+	uint64_t arg0;
+	uint64_t arg1;
+};
+
+void sw_hdr_encode(const struct sw_hdr *h, uint8_t *out);
+/* Returns 0, or -EPROTO for a bad magic, version or type. */
+int sw_hdr_decode(const uint8_t *in, struct sw_hdr *h);
+
+/* ---------------------------------------------------------------- MR table */
+/*
+ * The MR table maps key -> entry in O(1): the low SW_MR_IDX_BITS of an
+ * lkey/rkey are the index, the rest a generation that changes on every
+ * registration.  An entry's key word is written last (release) on
+ * registration and cleared first on deregistration; readers load it with
+ * acquire and re-check it after reading the other fields (seqlock), so a
+ * reader never pairs a key with another registration's fields.  On shm the
+ * entries live in a memfd that peers map read-only.
+ */
+#define SW_MR_IDX_BITS 14
+#define SW_MR_MAX (1u << SW_MR_IDX_BITS)
+#define SW_MR_IDX_MASK (SW_MR_MAX - 1)
+#define SW_KEY_VALID (1ull << 63)
+#define SW_KEY_ACCESS(k) ((unsigned)((k) >> 32) & 0xfu)
+#define SW_KEY_MEMID1(k) ((unsigned)((k) >> 36) & 0xffffu) /* memid+1 */
+
+struct sw_mrent {
+	uint64_t key;    /* VALID | (memid+1) << 36 | access << 32 | rkey */
+	uint64_t addr;   /* region start, in the owner's address space */
+	uint64_t len;    /* region bytes */
+	uint64_t memoff; /* shm: offset of addr inside its memfd */
+};
+_Static_assert(sizeof(struct sw_mrent) == 32, "MR table entry is 32 bytes");
+#define SW_MRTAB_BYTES ((size_t)SW_MR_MAX * sizeof(struct sw_mrent))
+
+struct sw_mr {
+	struct rkv_mr base;
+	uint32_t idx;
+};
+
+struct sw_mrtab {
+	pthread_rwlock_t lock;   /* write: reg/dereg; read: remote execution */
+	struct sw_mrent *ent;    /* SW_MR_MAX entries; owner may be a memfd */
+	uint32_t *gen;           /* per index, private */
+	uint8_t *used;           /* per index, private */
+	uint32_t hint;           /* where the next free-slot scan starts */
+};
+
+int sw_mrtab_init(struct sw_mrtab *t, struct sw_mrent *ent);
+void sw_mrtab_fini(struct sw_mrtab *t);
+/* Register; memid1 is the shm memfd id + 1 (0: none). */
+int sw_mrtab_reg(struct sw_mrtab *t, void *addr, size_t len, unsigned access,
+		 unsigned memid1, uint64_t memoff, struct sw_mr **out);
+int sw_mrtab_dereg(struct sw_mrtab *t, struct sw_mr *mr);
+/*
+ * Check a local buffer against the table: lkey valid, [p, p+len) inside
+ * its region, RKV_ACCESS_LOCAL_WRITE if need_write.  Lock-free.  Returns
+ * RKV_WC_SUCCESS or RKV_WC_LOC_PROT_ERR.
+ */
+int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
+			 uint32_t lkey, bool need_write);
+/*
+ * Check a remote access (caller holds t->lock for reading, or accepts a
+ * race with deregistration).  Returns RKV_WC_SUCCESS with *ptr set, or
+ * RKV_WC_REM_ACCESS_ERR.  *key_out gets the entry's key word.
+ */
+int sw_mrtab_check_remote(struct sw_mrtab *t, uint32_t rkey, uint64_t addr,
+			  uint64_t len, unsigned need, void **ptr,
+			  uint64_t *key_out);
+
+/* --------------------------------------------------------------- the CQ */
+struct sw_ep;
+struct sw_tp;
+
+struct sw_cell {
+	uint64_t seq; /* atomic: Vyukov bounded-queue sequence */
+	struct rkv_wc wc;
+};
+
+struct sw_cq {
+	struct rkv_cq base;
+	struct sw_tp *tp;
+	struct sw_cell *cells;
+	uint64_t mask;
+	_Alignas(64) uint64_t tail; /* atomic: producers claim with CAS */
+	_Alignas(64) uint64_t head; /* consumer only */
+	_Alignas(64) uint64_t produced; /* atomic: completions queued */
+	uint64_t consumed;          /* atomic store: completions polled */
+	int ovf_flag;               /* atomic: overflow list non-empty */
+	pthread_mutex_t ovf_lock;   /* guards ovf* */
+	struct rkv_wc *ovf;
+	size_t ovf_head, ovf_tail, ovf_cap;
+	/* Active endpoints that poll progresses. */
+	pthread_mutex_t eps_lock;   /* guards eps, neps, eps_cap */
+	struct sw_ep **eps;
+	unsigned neps, eps_cap;
+	uint64_t eps_gen;           /* atomic: bumped on change */
+	struct sw_ep **snap;        /* poller's copy of eps */
+	unsigned nsnap, snap_cap;
+	uint64_t snap_gen;
+	unsigned npoll;             /* poller counter */
+};
+
+int sw_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
+void sw_cq_destroy(struct rkv_cq *cq);
+int sw_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+/*
+ * Queue a completion; any thread.  Returns its ticket: the completion has
+ * (about) been polled once cq->consumed exceeds it, which is when shm frees
+ * the send-queue slots it stood for.
+ */
+uint64_t sw_cq_push(struct sw_cq *cq, const struct rkv_wc *wc);
+int sw_cq_add_ep(struct sw_cq *cq, struct sw_ep *ep);
+void sw_cq_del_ep(struct sw_cq *cq, struct sw_ep *ep);
+
+/* ----------------------------------------------------------- endpoints */
+struct sw_sqe {
+	uint64_t wr_id;
+	void *local;
+	uint32_t length;
+	uint8_t opcode;   /* enum rkv_wr_opcode */
+	uint8_t signaled;
+	uint8_t done;     /* status is final */
+	uint8_t rnr;      /* SEND: receiver said it has no RECV yet */
+	int status;       /* enum rkv_wc_status once done */
+	uint64_t t_post;  /* ns */
+};
+
+struct sw_rqe {
+	uint64_t wr_id;
+	void *local;
+	uint32_t length;
+};
+
+/* A SEND that arrived before a RECV was posted. */
+struct sw_unexp {
+	struct sw_unexp *next;
+	uint64_t seq;
+	uint32_t len;
+	uint32_t got;   /* payload bytes received so far */
+	uint8_t data[]; /* len bytes */
+};
+
+enum sw_rx_kind {
+	SW_RX_NONE = 0,
+	SW_RX_DISCARD,   /* drop the payload */
+	SW_RX_MEM,       /* copy into dst (READ response, RECV buffer) */
+	SW_RX_WRITE,     /* remote WRITE into a region, checked per chunk */
+	SW_RX_UNEXP,     /* SEND into an unexpected buffer */
+};
+
+/* The frame whose payload is being received. */
+struct sw_rxcur {
+	enum sw_rx_kind kind;
+	uint64_t remaining;
+	uint64_t off;
+	uint8_t *dst;
+	struct sw_hdr h;        /* header of the frame */
+	uint64_t key;           /* SW_RX_WRITE: MR key word at the start */
+	int status;             /* SW_RX_WRITE: becomes an error mid-way */
+	struct sw_unexp *ux;    /* SW_RX_UNEXP */
+	uint64_t rq_wr_id;      /* SW_RX_MEM for a RECV */
+	bool is_recv;           /* SW_RX_MEM: RECV (else READ response) */
+};
+
+#define SW_TX_IOV 64
+#define SW_RXBUF (256u * 1024)
+#define SW_TX_HIGH (32u * 1024 * 1024) /* stop reading above this backlog */
+#define SW_MAX_FDQ 8
+
+struct sw_ep {
+	struct rkv_ep base;
+	struct sw_tp *tp;
+	struct sw_cq *cq;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* shm: waiters for a MAP_RESP (passive) */
+	int fd;
+	bool passive;            /* accepted: the transport thread drives it */
+	bool closed;             /* socket shut down: no more I/O */
+	bool draining;           /* error: flushing tx, then shut down */
+	bool err_pending;        /* a WR failed locally; flush what follows */
+	bool io_err;             /* a send failed: treat as link loss */
+	int lost_status;         /* link lost idle: status of the next WR */
+	uint64_t handle;         /* passive: handle token in tp's table */
+	unsigned ev;             /* passive: epoll events registered */
+	bool in_epoll;
+	uint64_t drain_deadline; /* ns */
+	uint64_t last_rx;        /* ns of the last bytes received */
+	uint64_t timeout_ns;
+
+	/* send queue: [sq_head, sq_tail) outstanding, in posting order */
+	struct sw_sqe *sq;
+	uint32_t sq_cap;
+	uint64_t sq_head; /* atomic store: read lock-free by shm's post */
+	uint64_t sq_tail;
+
+	/* receive queue */
+	struct sw_rqe *rq;
+	uint32_t rq_cap;
+	uint64_t rq_head, rq_tail;
+	struct sw_unexp *ux_head, *ux_tail;
+	size_t ux_bytes;
+	unsigned ux_count;
+
+	/* tx: iovecs of the chain being built, then unsent bytes in txbuf */
+	struct iovec iov[SW_TX_IOV];
+	unsigned niov;
+	uint8_t hstage[SW_TX_IOV / 2][SW_HDR_LEN];
+	unsigned nhstage;
+	bool tx_refs_region;     /* staged iovecs point into a region */
+	uint8_t *txbuf;
+	size_t tx_cap, tx_off, tx_len;
+	int tx_fds[SW_MAX_FDQ];  /* fds to attach to the next send */
+	bool tx_fds_close[SW_MAX_FDQ];
+	unsigned ntx_fds;
+
+	/* rx */
+	uint8_t *rxbuf;
+	size_t rx_off, rx_len;
+	struct sw_rxcur cur;
+	int fdq[SW_MAX_FDQ];     /* fds received, FIFO */
+	unsigned nfdq;
+
+	void *prov;              /* provider's per-endpoint data */
+};
+
+/* Provider hooks into the engine. */
+struct sw_prov {
+	const char *comp;    /* log component: "tcp", "shm" */
+	bool remote_exec;    /* execute READ/WRITE/CAS/FADD frames */
+	bool unix_fds;       /* the socket carries SCM_RIGHTS */
+	/* A provider frame type (MAP_REQ, MAP_RESP).  Return 0 or -EPROTO. */
+	int (*frame)(struct sw_ep *ep, const struct sw_hdr *h);
+	/* Whether rkv_cq_poll should progress ep now (NULL: always). */
+	bool (*gate)(struct sw_ep *ep, unsigned npoll);
+	/* After bytes went out on ep's socket (shm rings a doorbell). */
+	void (*after_tx)(struct sw_ep *ep);
+	/* Provider part of an endpoint; fds from the peer's hello/ack. */
+	int (*ep_setup)(struct sw_ep *ep, const int *fds, unsigned nfds);
+	void (*ep_fini)(struct sw_ep *ep);
+	/* fds to send with our HELLO (connector) or HELLO_ACK (acceptor). */
+	int (*hello_fds)(struct sw_tp *tp, struct sw_ep *ep, bool connector,
+			 int *fds, bool *close_after, unsigned *nfds);
+};
+
+/* -------------------------------------------------- context and listener */
+enum sw_htype {
+	SW_H_FREE = 0,
+	SW_H_WAKE,
+	SW_H_LISTENER,
+	SW_H_PEND,
+	SW_H_EP,
+};
+
+struct sw_handle {
+	enum sw_htype type;
+	uint32_t gen;
+	void *ptr;
+};
+
+struct sw_tp {
+	struct rkv_tp base;
+	const struct sw_prov *prov;
+	struct sw_mrtab mrt;
+	/* transport thread */
+	pthread_mutex_t thr_lock;  /* handles, epoll membership; held by the
+				    * thread while it processes events */
+	pthread_t thr;
+	bool thr_started;
+	int stop;                  /* atomic */
+	int epfd;
+	int wakefd;
+	struct sw_handle *h;
+	uint32_t hcap;
+	uint64_t next_tick;        /* ns: timeouts scan */
+	void *prov_data;
+};
+
+struct sw_pend {
+	struct sw_pend *next;
+	struct sw_listener *l;
+	int fd;
+	uint64_t handle;
+	uint8_t buf[SW_HDR_LEN];
+	unsigned got;
+	int fds[SW_MAX_FDQ];
+	unsigned nfds;
+	uint64_t deadline;
+	char peer[128];
+};
+
+struct sw_listener {
+	struct rkv_listener base;
+	struct sw_tp *tp;
+	int fd;
+	uint64_t handle;
+	pthread_mutex_t lock;      /* guards the ready queue */
+	pthread_cond_t cond;
+	struct sw_pend *ready_head, *ready_tail;
+	unsigned nready;
+};
+
+/* sw_tp.c */
+int sw_tp_init(struct sw_tp *tp, const struct sw_prov *prov,
+	       struct sw_mrent *mrtab);
+void sw_tp_fini(struct sw_tp *tp);
+int sw_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
+	      struct rkv_mr **out);
+int sw_mr_dereg(struct rkv_mr *mr);
+/* Take over a bound, listening, non-blocking socket. */
+int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
+		       struct rkv_listener **out);
+void sw_listener_destroy(struct rkv_listener *l);
+int sw_accept(struct rkv_listener *l, struct rkv_cq *cq, int timeout_ms,
+	      struct rkv_ep **out);
+/* Handshake on a connected socket (takes fd) and make an active endpoint. */
+int sw_connect_finish(struct sw_tp *tp, struct sw_cq *cq, int fd,
+		      const char *peer, int timeout_ms, struct rkv_ep **out);
+void sw_ep_destroy(struct rkv_ep *ep);
+
+/* sw_ep.c */
+int sw_ep_alloc(struct sw_tp *tp, struct sw_cq *cq, int fd, bool passive,
+		const char *peer, struct sw_ep **out);
+void sw_ep_free(struct sw_ep *ep);
+int sw_ep_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
+int sw_ep_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
+		    struct rkv_recv_wr **bad);
+/* Post one WR, ep->lock held; done_status >= 0 completes it at once with
+ * that status (shm's one-sided ops).  Returns 0 or -ENOMEM. */
+int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
+			  int done_status, uint64_t now);
+void sw_ep_tx_frame(struct sw_ep *ep, const struct sw_hdr *h,
+		    const void *payload, size_t len);
+void sw_ep_tx_commit(struct sw_ep *ep);
+/* Queue an fd to ride on the next bytes sent (SCM_RIGHTS). */
+int sw_ep_tx_fd(struct sw_ep *ep, int fd, bool close_after);
+/* Receive and process what is on the socket; ep->lock held. */
+void sw_ep_rx_locked(struct sw_ep *ep);
+/* Finish a locked operation: link loss, epoll interest. */
+void sw_ep_settle_locked(struct sw_ep *ep);
+/* Poll-time progress of an active endpoint. */
+void sw_ep_progress(struct sw_ep *ep, unsigned npoll);
+/* Transport-thread work on a passive endpoint. */
+void sw_ep_event(struct sw_ep *ep, unsigned events);
+void sw_ep_tick(struct sw_ep *ep, uint64_t now);
+void sw_ep_proto_error(struct sw_ep *ep, const char *why);
+void sw_ep_enter_error_locked(struct sw_ep *ep);
+/* Pop the oldest received fd (-1 if none). */
+int sw_ep_fd_pop(struct sw_ep *ep);
+
+/* Socket helpers. */
+ssize_t sw_sock_recv(int fd, void *buf, size_t len, int *fds, unsigned *nfds,
+		     unsigned maxfds);
+void sw_set_nonblock(int fd);
+
+/* Make the writes and reads of data carried by a message visible to
+ * ThreadSanitizer as ordered when both ends live in one process. */
+void sw_hb_release(void);
+void sw_hb_acquire(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
