@@ -54,7 +54,8 @@ struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
 {
 	struct cache_ent *e = cache_find_any(c, o);
 
-	if (e && rkv_now_ms() - e->t_ms + 1 >= o->srv->grace_ms)
+	if (e && rkv_coarse_ms() - e->t_ms + RKV_COARSE_SLACK_MS >=
+			 o->srv->grace_ms)
 		return NULL;
 	return e;
 }
@@ -98,7 +99,7 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 				 pos % RKV_SLOTS_PER_BUCKET);
 	e->slot = slot;
 	e->blk_size = blk_size;
-	e->t_ms = rkv_now_ms();
+	e->t_ms = rkv_coarse_ms();
 }
 
 void cache_drop(struct rkv_client *c, const struct opslot *o)

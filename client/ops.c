@@ -123,7 +123,7 @@ static void read_buckets(struct opslot *o, int with_block)
 	   RKV_BUCKET_SIZE);
 	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
 	   o->srv->index_rkey, RKV_BUCKET_SIZE);
-	o->t_round_ms = rkv_now_ms();
+	o->t_round_ms = rkv_coarse_ms();
 	post_round(o, ST_BUCKETS);
 }
 
@@ -190,7 +190,7 @@ void op_finish(struct opslot *o, int status)
 static void retry(struct opslot *o)
 {
 	o->retries++;
-	if (o->retries > MAX_RETRIES || rkv_now_ms() > o->deadline_ms) {
+	if (o->retries > MAX_RETRIES || rkv_coarse_ms() > o->deadline_ms) {
 		op_finish(o, -ETIMEDOUT);
 		return;
 	}
@@ -201,7 +201,8 @@ static void retry(struct opslot *o)
  * have been freed and reused since. */
 static int too_slow(struct opslot *o)
 {
-	return rkv_now_ms() - o->t_round_ms >= o->srv->grace_ms;
+	return rkv_coarse_ms() - o->t_round_ms + RKV_COARSE_SLACK_MS >=
+	       o->srv->grace_ms;
 }
 
 /* --------------------------------------------------------- candidates */
@@ -446,7 +447,7 @@ static void wait_lock(struct opslot *o, uint64_t seen)
 {
 	o->c->st.lock_waits++;
 	o->lock_seen = seen;
-	o->lock_seen_ms = rkv_now_ms();
+	o->lock_seen_ms = rkv_coarse_ms();
 	o->t_round_ms = o->lock_seen_ms;
 	o->state = OP_WAIT_TIMER;
 }
@@ -461,7 +462,7 @@ static void attempt(struct opslot *o)
 	o->cached = 0;
 	o->release_retry = 0;
 	o->rmw_parked = 0;
-	o->t_round_ms = rkv_now_ms();
+	o->t_round_ms = rkv_coarse_ms();
 	ce = o->op->type == RKV_OP_GET ? cache_find_any(o->c, o) :
 					 cache_find(o->c, o);
 	if (ce)
@@ -526,7 +527,7 @@ void op_start(struct opslot *o)
 
 	rkv_key_hash(op->key, op->key_len, &o->kh);
 	o->srv = &c->srv[rkv_jump_hash(o->kh.route, c->nsrv)];
-	o->t_op_ms = rkv_now_ms();
+	o->t_op_ms = rkv_coarse_ms();
 	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
 	o->retries = 0;
 	o->blk_size = 0;
@@ -801,7 +802,7 @@ void op_round_done(struct opslot *o)
 		}
 		/* ours now; look for a racing insert of the same key */
 		published(o);
-		o->t_round_ms = rkv_now_ms();
+		o->t_round_ms = rkv_coarse_ms();
 		round_begin(o);
 		rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0),
 		   o->srv->index_rkey, RKV_BUCKET_SIZE);
@@ -877,7 +878,7 @@ void op_round_done(struct opslot *o)
 	case ST_LOCK_POLL:
 		w = word_at(o, OB_WORD);
 		if (w == o->lock_seen) {
-			if (rkv_now_ms() - o->lock_seen_ms >= o->srv->lease_ms) {
+			if (rkv_coarse_ms() - o->lock_seen_ms >= o->srv->lease_ms) {
 				/* lease over: take the lock over */
 				o->c->st.lock_steals++;
 				lock_round(o, w,

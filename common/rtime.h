@@ -27,6 +27,22 @@ static inline uint64_t rkv_now_ms(void)
 	return rkv_now_ns() / 1000000ull;
 }
 
+/*
+ * Milliseconds from CLOCK_MONOTONIC_COARSE: a few ns (no hardware clock
+ * read), but it advances in jiffies (1-4 ms).  For deadlines, leases and
+ * cache ages on hot paths; callers that compare against a bound keep a
+ * margin of RKV_COARSE_SLACK_MS.
+ */
+#define RKV_COARSE_SLACK_MS 10u
+
+static inline uint64_t rkv_coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
 /* Pause in a spin loop (x86 PAUSE; a compiler barrier elsewhere). */
 static inline void rkv_cpu_relax(void)
 {
