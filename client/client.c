@@ -525,6 +525,8 @@ int client_progress(struct rkv_client *c)
 	for (int i = 0; i < n; i++) {
 		if (wc[i].wr_id & WRID_CTRL)
 			handle_ctrl_wc(c, &wc[i]);
+		else if (wc[i].wr_id & WRID_AUX)
+			aux_wc(c, &wc[i]);
 		else
 			handle_op_wc(c, &wc[i]);
 	}
@@ -613,6 +615,9 @@ static int srv_connect(struct rkv_client *c, struct server *s)
 	s->chunk_size = h->chunk_size;
 	s->lease_ms = h->lease_ms;
 	s->grace_ms = h->grace_ms;
+	s->counters_addr = h->counters_addr;
+	s->counters_rkey = h->counters_rkey;
+	s->counters_count = h->counters_count;
 	return 0;
 }
 
@@ -692,7 +697,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
 	size_t ctrl = (size_t)c->nsrv * (CTRL_RECVS + CTRL_SENDS) * RKV_MSG_MAX;
 
-	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) + ctrl;
+	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) + ctrl +
+		      AUX_WORDS * sizeof(uint64_t);
 	c->lmem = mmap(NULL, c->lmem_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c->lmem == MAP_FAILED) {
@@ -733,6 +739,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 		s->ctrl_send = p;
 		p += (size_t)CTRL_SENDS * RKV_MSG_MAX;
 	}
+	c->aux_words = (uint64_t *)(void *)p; /* 8-aligned: sizes above are */
+	p += AUX_WORDS * sizeof(uint64_t);
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		rc = srv_connect(c, &c->srv[i]);
 		if (rc)

@@ -36,6 +36,10 @@ _Static_assert(RKV_VALUE_MAX == RKV_MAX_VALUE, "public value limit");
  * control WRs set bit 62 and carry server and buffer index. */
 #define WRID_CTRL (1ull << 62)
 #define WRID_CTRL_RECV (1ull << 61)
+/* One-sided WRs outside the op slots (counter.c): bit 60 plus a sequence
+ * number (c->aux.seq); routed to aux_wc(). */
+#define WRID_AUX (1ull << 60)
+#define AUX_WORDS 8           /* registered 8-byte result words */
 
 struct chunk {
 	uint64_t off;        /* data-region offset */
@@ -64,6 +68,8 @@ struct server {
 	uint32_t client_id;
 	uint64_t index_addr, nbuckets, data_addr, data_len;
 	uint32_t index_rkey, data_rkey, chunk_size, lease_ms, grace_ms;
+	uint64_t counters_addr;   /* counter region (0 words: none) */
+	uint32_t counters_rkey, counters_count;
 	/* doorbell batching: WRs queued for the next rkv_post */
 	struct rkv_wr *pend_head, *pend_tail;
 	unsigned pend_n;
@@ -205,6 +211,12 @@ struct rkv_client {
 	struct rkv_client_stats st;
 	uint64_t last_ctrl_ms;
 	char addrbuf[300];
+	uint64_t *aux_words;     /* AUX_WORDS registered words (counter.c) */
+	struct aux_req {         /* the one-sided WR counter.c waits for */
+		uint64_t seq;    /* in its wr_id; a stale completion differs */
+		int done;        /* 0 in flight, 1 completed */
+		int status;      /* 0 or -errno */
+	} aux;
 };
 
 /* client.c */
@@ -221,6 +233,9 @@ int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
 void srv_block_settle(struct server *s, int chunk);
 void srv_block_return(struct server *s, uint64_t off, uint32_t size);
 void srv_ctrl_tick(struct server *s, uint64_t now_ms);
+
+/* counter.c */
+void aux_wc(struct rkv_client *c, const struct rkv_wc *wc);
 
 /* ops.c */
 void op_start(struct opslot *o);

@@ -94,6 +94,8 @@ const char *rkv_msg_type_str(unsigned type)
 	case RKV_MSG_STATS: return "STATS";
 	case RKV_MSG_STATS_REPLY: return "STATS_REPLY";
 	case RKV_MSG_ERROR: return "ERROR";
+	case RKV_MSG_COUNTER_OPEN: return "COUNTER_OPEN";
+	case RKV_MSG_COUNTER_REPLY: return "COUNTER_REPLY";
 	}
 	return "UNKNOWN";
 }
@@ -143,6 +145,9 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F64(c, dir, r->data_len);
 		F32(c, dir, r->lease_ms);
 		F32(c, dir, r->grace_ms);
+		F64(c, dir, r->counters_addr);
+		F32(c, dir, r->counters_rkey);
+		F32(c, dir, r->counters_count);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:
@@ -186,6 +191,13 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F32(c, dir, m->u.error.status);
 		FBYTES(c, dir, m->u.error.text, RKV_ERROR_TEXT_MAX);
 		break;
+	case RKV_MSG_COUNTER_OPEN:
+		FBYTES(c, dir, m->u.counter_open.name, RKV_COUNTER_NAME_MAX);
+		break;
+	case RKV_MSG_COUNTER_REPLY:
+		F32(c, dir, m->u.counter_reply.status);
+		F32(c, dir, m->u.counter_reply.index);
+		break;
 	default:
 		return -2;
 	}
@@ -203,14 +215,16 @@ int rkv_msg_encode(const struct rkv_msg *m, void *buf, size_t cap)
 
 	if (m->hdr.type == RKV_MSG_ERROR)
 		tmp.u.error.text[RKV_ERROR_TEXT_MAX - 1] = '\0';
+	if (m->hdr.type == RKV_MSG_COUNTER_OPEN)
+		tmp.u.counter_open.name[RKV_COUNTER_NAME_MAX - 1] = '\0';
+	/* Below the header's size every put fails (-ENOSPC), but a bad type
+	 * or count is still -EINVAL, whatever the capacity. */
 	c.off = RKV_MSG_HDR_SIZE;
-	if (c.cap < RKV_MSG_HDR_SIZE)
-		return -ENOSPC;
 	rc = body(&c, 1, &tmp);
 	if (rc == -2 || (rc && m->hdr.type == RKV_MSG_BLOCK_RETURN &&
 			 m->u.block_return.count > RKV_BLOCK_RETURN_MAX))
 		return -EINVAL;
-	if (rc)
+	if (rc || c.cap < RKV_MSG_HDR_SIZE)
 		return -ENOSPC;
 	size_t len = c.off;
 
@@ -252,6 +266,9 @@ int rkv_msg_decode(const void *buf, size_t n, struct rkv_msg *m)
 		return -EBADMSG;
 	if (m->hdr.type == RKV_MSG_ERROR &&
 	    !memchr(m->u.error.text, '\0', RKV_ERROR_TEXT_MAX))
+		return -EBADMSG;
+	if (m->hdr.type == RKV_MSG_COUNTER_OPEN &&
+	    !memchr(m->u.counter_open.name, '\0', RKV_COUNTER_NAME_MAX))
 		return -EBADMSG;
 	return 0;
 }

@@ -20,6 +20,11 @@
  *                                    <-    ACK (status)
  *     STATS                          ->
  *                                    <-    STATS_REPLY (counters)
+ *     COUNTER_OPEN (name)            ->
+ *                                    <-    COUNTER_REPLY (status, index)
+ *   HELLO_REPLY also names the counter region (address, rkey, words): N
+ *   8-byte words clients use with one-sided FETCH_ADD / CAS / READ;
+ *   COUNTER_OPEN maps a name to one of them (same name, same word).
  *   Any request the server cannot take gets ERROR (status, text) and the
  *   server keeps serving; a malformed message closes that connection.
  */
@@ -49,6 +54,8 @@ enum rkv_msg_type {
 	RKV_MSG_STATS = 8,
 	RKV_MSG_STATS_REPLY = 9,
 	RKV_MSG_ERROR = 10,
+	RKV_MSG_COUNTER_OPEN = 11,
+	RKV_MSG_COUNTER_REPLY = 12,
 };
 const char *rkv_msg_type_str(unsigned type);
 
@@ -85,6 +92,10 @@ struct rkv_msg_hello_reply {
 	uint64_t data_len;
 	uint32_t lease_ms;    /* lock lease */
 	uint32_t grace_ms;    /* block reuse grace period */
+	/* appended: the counter region (count 0: none, or read-only client) */
+	uint64_t counters_addr;  /* remote address of word 0 */
+	uint32_t counters_rkey;  /* remote read, write, atomic */
+	uint32_t counters_count; /* 8-byte words */
 };
 
 struct rkv_msg_chunk_alloc {
@@ -134,6 +145,18 @@ struct rkv_msg_stats_reply {
 	uint64_t ctrl_msgs;      /* control messages served */
 };
 
+#define RKV_COUNTER_NAME_MAX 64 /* bytes, NUL included */
+
+struct rkv_msg_counter_open {
+	char name[RKV_COUNTER_NAME_MAX]; /* 1..63 bytes, NUL-padded */
+};
+
+struct rkv_msg_counter_reply {
+	int32_t status;       /* 0, -EINVAL (empty name), -ENOSPC (table full),
+			       * -EPERM (read-only client), -ENODEV (none) */
+	uint32_t index;       /* word index in the counter region */
+};
+
 #define RKV_ERROR_TEXT_MAX 200
 
 struct rkv_msg_error {
@@ -154,6 +177,8 @@ struct rkv_msg {
 		struct rkv_msg_ack ack;
 		struct rkv_msg_stats_reply stats_reply;
 		struct rkv_msg_error error;
+		struct rkv_msg_counter_open counter_open;
+		struct rkv_msg_counter_reply counter_reply;
 	} u;
 };
 

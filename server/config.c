@@ -64,6 +64,8 @@ static const struct cfg_row g_rows[] = {
 	  "block reuse grace period in milliseconds (> --lease)" },
 	{ "chunk", T_SIZE, FIELD(chunk), 0, 4096, RKV_SRV_CHUNK_MAX, F_ALIGN64,
 	  "1M", "SIZE", "default chunk a client carves blocks from" },
+	{ "counters", T_U64, FIELD(counters), 0, 0, 1 << 20, 0, "4096", "N",
+	  "8-byte counter words for FETCH_ADD (barriers); 0: none" },
 	{ "max-clients", T_U64, FIELD(max_clients), 0, 1, 65536, 0, "1024",
 	  "N", "most clients connected at once" },
 	{ "device", T_STR, FIELD(device), CAP(device), 0, 0, 0, NULL, "NAME",

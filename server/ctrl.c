@@ -435,6 +435,11 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg *m)
 	r->data_len = srv->data_len;
 	r->lease_ms = (uint32_t)srv->cfg.lease_ms;
 	r->grace_ms = (uint32_t)srv->cfg.grace_ms;
+	if (srv->ctr_mr && !c->read_only) {
+		r->counters_addr = (uint64_t)(uintptr_t)srv->ctr_mem;
+		r->counters_rkey = srv->ctr_mr->rkey;
+		r->counters_count = (uint32_t)srv->cfg.counters;
+	}
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "%s connected%s (%u clients)",
 		who(c, w, sizeof(w)), c->read_only ? " read-only" : "",
 		srv->nclients);
@@ -550,6 +555,24 @@ static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 	r->ctrl_msgs = srv->ctrl_msgs;
 }
 
+static void do_counter_open(struct rkv_srv_conn *c, const struct rkv_msg *m)
+{
+	struct rkv_msg_counter_reply *r = &c->srv->rep.u.counter_reply;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (c->read_only) {
+		r->status = -EPERM;
+		return;
+	}
+	rc = rkv_srv_counter_lookup(c->srv, m->u.counter_open.name);
+	if (rc < 0) {
+		r->status = rc;
+		return;
+	}
+	r->index = (uint32_t)rc;
+}
+
 static int is_request(unsigned type)
 {
 	switch (type) {
@@ -558,6 +581,7 @@ static int is_request(unsigned type)
 	case RKV_MSG_BLOCK_RETURN:
 	case RKV_MSG_CHUNK_RETIRE:
 	case RKV_MSG_STATS:
+	case RKV_MSG_COUNTER_OPEN:
 		return 1;
 	}
 	return 0;
@@ -642,6 +666,10 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	case RKV_MSG_STATS:
 		init_rep(srv, RKV_MSG_STATS_REPLY, m->hdr.req_id);
 		do_stats(srv, now_ms);
+		break;
+	case RKV_MSG_COUNTER_OPEN:
+		init_rep(srv, RKV_MSG_COUNTER_REPLY, m->hdr.req_id);
+		do_counter_open(c, m);
 		break;
 	}
 	rc = send_reply(c, now_ms);

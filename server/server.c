@@ -9,6 +9,9 @@
  * time for remote read only: clients that say RKV_HELLO_READ_ONLY get those
  * rkeys, so the NIC (or the software provider) refuses their writes.
  *
+ * A third, small region holds the counter words (--counters): remote
+ * atomic access for every read-write client, named by COUNTER_OPEN.
+ *
  * rkv_srv_create is a goto ladder; rkv_srv_destroy mirrors it and accepts a
  * partly built server.
  */
@@ -114,6 +117,34 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	if (rc)
 		goto err;
 
+	if (cfg->counters) {
+		size_t pg = 4096;
+
+		srv->ctr_len = ((size_t)cfg->counters * 8 + pg - 1) & ~(pg - 1);
+		rc = rkv_tp_mem_alloc(srv->tp, srv->ctr_len, &srv->ctr_mem);
+		if (rc) {
+			srv->ctr_mem = NULL;
+			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+				"counter region: cannot allocate %zu bytes: %s",
+				srv->ctr_len, strerror(-rc));
+			goto err;
+		}
+		rc = rkv_mr_reg(srv->tp, srv->ctr_mem, srv->ctr_len,
+				RKV_ACCESS_ALL, &srv->ctr_mr);
+		if (rc) {
+			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+				"counter region: cannot register: %s",
+				strerror(-rc));
+			goto err;
+		}
+		srv->ctr_names = rkv_calloc(cfg->counters,
+					    sizeof(*srv->ctr_names));
+		if (!srv->ctr_names) {
+			rc = -ENOMEM;
+			goto err;
+		}
+	}
+
 	rc = rkv_space_create(cfg->memory, cfg->grace_ms, &srv->space);
 	if (rc)
 		goto err;
@@ -168,6 +199,10 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 	rkv_free(srv->gens);
 	rkv_free(srv->conns);
 	rkv_space_destroy(srv->space);
+	rkv_free(srv->ctr_names);
+	rkv_mr_dereg(srv->ctr_mr);
+	if (srv->ctr_mem)
+		rkv_tp_mem_free(srv->tp, srv->ctr_mem, srv->ctr_len);
 	rkv_mr_dereg(srv->data_ro_mr);
 	rkv_mr_dereg(srv->data_mr);
 	if (srv->data_mem)

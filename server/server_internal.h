@@ -8,6 +8,7 @@
  *             the grace queue and the free-space rebuild after a client dies
  *   server.c  the server object: transport, registered regions, lifecycle
  *   ctrl.c    the control plane: connections and control messages
+ *   counter.c the counter region's name table (COUNTER_OPEN)
  *   main.c    the command line, signals and the poll loop
  *
  * The server CPU never executes a get/put/delete/rmw: clients do those with
@@ -49,6 +50,7 @@ struct rkv_srv_config {
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
 	uint64_t chunk;                 /* default chunk bytes */
 	uint64_t max_clients;
+	uint64_t counters;              /* counter words; 0 = no region */
 	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
 	int64_t port;                   /* verbs port; 0 chooses */
 	int64_t gid_index;              /* verbs GID index; -1 chooses */
@@ -204,6 +206,13 @@ struct rkv_srv {
 	struct rkv_mr *data_mr;
 	struct rkv_mr *data_ro_mr;
 	struct rkv_space *space;
+	/* counter region: cfg.counters words, remote atomic; names map to
+	 * words in order of first COUNTER_OPEN and are never unmapped */
+	void *ctr_mem;
+	size_t ctr_len;
+	struct rkv_mr *ctr_mr;    /* RKV_ACCESS_ALL */
+	char (*ctr_names)[RKV_COUNTER_NAME_MAX]; /* cfg.counters entries */
+	uint32_t ctr_used;        /* words named so far */
 	struct rkv_srv_conn **conns; /* slot table; NULL = free slot */
 	uint32_t *gens;           /* per slot generation */
 	uint32_t nslots;
@@ -226,6 +235,15 @@ struct rkv_srv {
 	/* scratch messages (a BLOCK_RETURN is ~4 KiB) */
 	struct rkv_msg req, rep;
 };
+
+/* counter.c */
+/*
+ * The word index of counter name (NUL-terminated, 1..RKV_COUNTER_NAME_MAX-1
+ * bytes): the same index for the same name; a new name takes the next free
+ * word.  Returns the index (>= 0), -EINVAL (empty name), -ENOSPC (every
+ * word is named), -ENODEV (no counter region).
+ */
+int rkv_srv_counter_lookup(struct rkv_srv *srv, const char *name);
 
 /* ctrl.c */
 /* Accept pending connections (bounded).  Returns connections accepted. */

@@ -182,7 +182,13 @@ static void t_msg_roundtrip(void)
 	m.u.hello_reply.data_len = 1ull << 32;
 	m.u.hello_reply.lease_ms = 50;
 	m.u.hello_reply.grace_ms = 1000;
+	m.u.hello_reply.counters_addr = 0x7f2000000000ull;
+	m.u.hello_reply.counters_rkey = 0x1234;
+	m.u.hello_reply.counters_count = 4096;
 	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ_U64(d.u.hello_reply.counters_addr, 0x7f2000000000ull);
+	EXPECT_EQ(d.u.hello_reply.counters_rkey, 0x1234);
+	EXPECT_EQ(d.u.hello_reply.counters_count, 4096);
 	EXPECT_TRUE(memcmp(&m.u.hello_reply, &d.u.hello_reply,
 			   sizeof(m.u.hello_reply)) == 0);
 
@@ -220,6 +226,62 @@ static void t_msg_roundtrip(void)
 	EXPECT_EQ(rkv_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.hdr.type = RKV_MSG_STATS;
 	EXPECT_EQ(rkv_msg_encode(&m, buf, 8), -ENOSPC);
+}
+
+/* COUNTER_OPEN / COUNTER_REPLY, and the counter fields appended to
+ * HELLO_REPLY: round trips, exact sizes, and what the decoder refuses. */
+static void t_msg_counter(void)
+{
+	struct rkv_msg m, d;
+	unsigned char buf[RKV_MSG_MAX];
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_COUNTER_OPEN;
+	m.hdr.req_id = 11;
+	strcpy(m.u.counter_open.name, "barrier/train/1");
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_COUNTER_OPEN);
+	EXPECT_EQ(d.hdr.req_id, 11);
+	EXPECT_STREQ(d.u.counter_open.name, "barrier/train/1");
+	EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_COUNTER_OPEN), "COUNTER_OPEN");
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + RKV_COUNTER_NAME_MAX);
+	/* an unterminated name: the encoder terminates it ... */
+	memset(m.u.counter_open.name, 'n', sizeof(m.u.counter_open.name));
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(strlen(d.u.counter_open.name), RKV_COUNTER_NAME_MAX - 1);
+	/* ... and the decoder refuses one from the wire */
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	ASSERT_TRUE(n > 0);
+	buf[n - 1] = 'n';
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(rkv_msg_decode(buf, (size_t)i, &d), -EBADMSG);
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_COUNTER_REPLY;
+	m.u.counter_reply.status = -ENOSPC;
+	m.u.counter_reply.index = 4095;
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(d.u.counter_reply.status, -ENOSPC);
+	EXPECT_EQ(d.u.counter_reply.index, 4095);
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 8);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
+
+	/* HELLO_REPLY is 80 bytes of body now; the old 64-byte form (no
+	 * counter fields) is refused, not half-read */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO_REPLY;
+	m.u.hello_reply.counters_count = 7;
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80);
+	uint32_t old_len = RKV_MSG_HDR_SIZE + 64;
+
+	memcpy(buf + 8, &old_len, 4);
+	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
 }
 
 static void t_msg_reject(void)
@@ -290,5 +352,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_jump_hash);
 	RKV_TEST(t_msg_roundtrip);
 	RKV_TEST(t_msg_reject);
+	RKV_TEST(t_msg_counter);
 	return rkv_test_done();
 }

@@ -1,0 +1,845 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ps.c - the parameter-server API (client/rkv_ps.h): tensors split into
+ * shards stored as KV values, pulled with GETs and pushed with
+ * read-modify-writes, through the pipelined interface (rkv_submit /
+ * rkv_poll) so that every shard of every request in flight shares
+ * doorbells.
+ *
+ * The engine (struct rkv_ps) owns max_inflight shard ops, each with a
+ * staging buffer of max_value bytes (a GET lands there; a create's PUT is
+ * encoded there).  Requests wait in FIFO order; fill() gives free shard
+ * ops to the oldest request that still has shards to start, and complete()
+ * accounts a finished shard.  A request is finished when each of its
+ * shards finished (or was skipped after the request's first error: the
+ * shards not yet started are not started).  Nothing blocks except
+ * rkv_ps_wait and the synchronous calls built on it, which poll with a
+ * short sleep once idle, like librkv's synchronous calls.
+ *
+ * A push's callback (push_fn) runs under the shard's slot lock; it checks
+ * the stored header (magic, incarnation, length) and writes the new
+ * header (version + 1) and elements into the output block.  It may run
+ * more than once (lost race, stolen lock); only the last run is applied.
+ * Elements in a block are not 4-byte aligned (they follow the key), so
+ * they are processed through an aligned stack buffer.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "ps_internal.h"
+#include "rtime.h"
+
+#define PS_KEY_MAX (3 + RKV_PS_NAME_MAX + 1 + 20 + 1)
+#define PS_POLL_MAX 32
+#define PS_SPIN_NS 50000ull
+#define PS_IDLE_SLEEP_NS 20000L
+#define APPLY_CHUNK 256
+
+enum req_kind {
+	REQ_PULL,   /* GET each shard into staging, check, copy out */
+	REQ_PUSH,   /* RMW each shard with push_fn */
+	REQ_CREATE, /* PUT each shard (header + init or zeros) */
+	REQ_DELETE, /* DELETE each shard (absent is fine) */
+};
+
+struct rkv_ps_tensor {
+	struct rkv_ps *ps;
+	char prefix[3 + RKV_PS_NAME_MAX + 2]; /* "ps/<name>/" */
+	char name[RKV_PS_NAME_MAX + 1];
+	enum rkv_ps_dtype dtype;
+	uint64_t len;
+	uint32_t shard_elems;
+	uint64_t nshards;
+	uint32_t nonce;
+	unsigned outstanding;   /* requests not yet waited for */
+};
+
+struct rkv_ps_req {
+	struct rkv_ps *ps;
+	struct rkv_ps_tensor *t;
+	enum req_kind kind;
+	enum rkv_ps_rule rule;
+	float lr;
+	float *buf;             /* pull destination */
+	const float *src;       /* push source; create init (or NULL) */
+	uint64_t next;          /* next shard to start */
+	uint64_t ndone;         /* shards finished or skipped */
+	int err;                /* first error */
+	int finished;
+	uint64_t vmin, vmax;    /* shard versions seen */
+	struct rkv_ps_req *qnext; /* FIFO of unfinished requests */
+};
+
+struct shard_op {
+	struct rkv_op op;
+	struct rkv_ps_req *req; /* NULL: free */
+	uint64_t shard;
+	uint64_t version;       /* push: the version push_fn wrote */
+	char *stage;            /* stage_size bytes */
+	char key[PS_KEY_MAX];
+};
+
+struct rkv_ps {
+	struct rkv_client *c;
+	struct shard_op *ops;
+	unsigned nops;
+	unsigned busy;
+	size_t stage_size;
+	char *stage_mem;
+	struct rkv_ps_req *head, *tail;
+};
+
+const char *rkv_ps_rule_str(enum rkv_ps_rule r)
+{
+	switch (r) {
+	case RKV_PS_SUM: return "sum";
+	case RKV_PS_ASSIGN: return "assign";
+	case RKV_PS_SGD: return "sgd";
+	}
+	return "?";
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t shard_len(const struct rkv_ps_tensor *t, uint64_t i)
+{
+	uint64_t off = i * t->shard_elems;
+
+	return t->len - off < t->shard_elems ? t->len - off : t->shard_elems;
+}
+
+static int check_name(const char *name)
+{
+	size_t n;
+
+	if (!name)
+		return -EINVAL;
+	n = strnlen(name, RKV_PS_NAME_MAX + 1);
+	if (n == 0 || n > RKV_PS_NAME_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (name[i] == '/' || (unsigned char)name[i] < 0x20 ||
+		    name[i] == 0x7f)
+			return -EINVAL;
+	return 0;
+}
+
+static int check_dtype(enum rkv_ps_dtype d)
+{
+	switch (d) {
+	case RKV_PS_FLOAT32:
+		return 0;
+	case RKV_PS_FLOAT16:
+	case RKV_PS_BFLOAT16:
+		return -EOPNOTSUPP;
+	}
+	return -EINVAL;
+}
+
+static size_t meta_key(const char *name, char *key)
+{
+	return (size_t)snprintf(key, PS_KEY_MAX, "ps/%s", name);
+}
+
+static uint32_t new_nonce(void)
+{
+	uint32_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint32_t)(rkv_now_ns() ^ ((uint64_t)getpid() << 20));
+	return v ? v : 1;
+}
+
+/* Fill t's geometry from a metadata record. */
+static void tensor_init(struct rkv_ps_tensor *t, struct rkv_ps *ps,
+			const char *name, const struct ps_meta *m)
+{
+	memset(t, 0, sizeof(*t));
+	t->ps = ps;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	snprintf(t->prefix, sizeof(t->prefix), "ps/%s/", name);
+	t->dtype = (enum rkv_ps_dtype)m->dtype;
+	t->len = m->len;
+	t->shard_elems = m->shard_elems;
+	t->nshards = (m->len + m->shard_elems - 1) / m->shard_elems;
+	t->nonce = m->nonce;
+}
+
+/* Decode a metadata value.  Returns 0 or -EINVAL (not PS metadata). */
+static int meta_decode(const void *v, size_t len, struct ps_meta *m)
+{
+	if (len != sizeof(*m))
+		return -EINVAL;
+	memcpy(m, v, sizeof(*m));
+	if (m->magic != PS_META_MAGIC || !m->len || !m->shard_elems)
+		return -EINVAL;
+	return 0;
+}
+
+/* ----------------------------------------------------- update rules */
+
+static void apply(enum rkv_ps_rule rule, float lr, char *dst,
+		  const char *old, const float *v, uint64_t n)
+{
+	float a[APPLY_CHUNK];
+
+	for (uint64_t i = 0; i < n; i += APPLY_CHUNK) {
+		size_t k = n - i < APPLY_CHUNK ? (size_t)(n - i) : APPLY_CHUNK;
+
+		if (rule == RKV_PS_ASSIGN) {
+			memcpy(dst + i * 4, v + i, k * 4);
+			continue;
+		}
+		memcpy(a, old + i * 4, k * 4);
+		if (rule == RKV_PS_SUM) {
+			for (size_t j = 0; j < k; j++)
+				a[j] += v[i + j];
+		} else {
+			for (size_t j = 0; j < k; j++)
+				a[j] -= lr * v[i + j];
+		}
+		memcpy(dst + i * 4, a, k * 4);
+	}
+}
+
+static int push_fn(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg)
+{
+	struct shard_op *so = arg;
+	const struct rkv_ps_req *r = so->req;
+	const struct rkv_ps_tensor *t = r->t;
+	uint64_t n = shard_len(t, so->shard);
+	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
+	struct ps_shard_hdr h;
+
+	if (!old)
+		return -ENOENT; /* deleted: do not create it */
+	if (old_len != bytes)
+		return -ESTALE;
+	memcpy(&h, old, sizeof(h));
+	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
+		return -ESTALE;
+	if (bytes > cap)
+		return -EMSGSIZE;
+	h.version++;
+	so->version = h.version;
+	memcpy(out, &h, sizeof(h));
+	apply(r->rule, r->lr, (char *)out + RKV_PS_SHARD_HDR,
+	      (const char *)old + RKV_PS_SHARD_HDR,
+	      r->src + so->shard * t->shard_elems, n);
+	*out_len = bytes;
+	return RKV_RMW_WRITE;
+}
+
+/* ----------------------------------------------------------- engine */
+
+static void req_unlink(struct rkv_ps *ps, struct rkv_ps_req *r)
+{
+	struct rkv_ps_req **pp = &ps->head, *prev = NULL;
+
+	while (*pp && *pp != r) {
+		prev = *pp;
+		pp = &(*pp)->qnext;
+	}
+	if (!*pp)
+		return;
+	*pp = r->qnext;
+	if (ps->tail == r)
+		ps->tail = prev;
+	r->qnext = NULL;
+}
+
+static void req_account(struct rkv_ps_req *r, int status)
+{
+	if (status && !r->err) {
+		r->err = status;
+		/* do not start the rest */
+		r->ndone += r->t->nshards - r->next;
+		r->next = r->t->nshards;
+	}
+	r->ndone++;
+	if (r->ndone >= r->t->nshards && !r->finished) {
+		r->finished = 1;
+		req_unlink(r->ps, r);
+	}
+}
+
+/* Check a pulled shard in so->stage and copy its elements out. */
+static int pull_done(struct shard_op *so)
+{
+	struct rkv_ps_req *r = so->req;
+	const struct rkv_ps_tensor *t = r->t;
+	uint64_t n = shard_len(t, so->shard);
+	struct ps_shard_hdr h;
+
+	if (so->op.out_len != RKV_PS_SHARD_HDR + n * 4)
+		return -ESTALE;
+	memcpy(&h, so->stage, sizeof(h));
+	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
+		return -ESTALE;
+	memcpy(r->buf + so->shard * t->shard_elems,
+	       so->stage + RKV_PS_SHARD_HDR, (size_t)n * 4);
+	so->version = h.version;
+	return 0;
+}
+
+static void complete(struct rkv_ps *ps, struct shard_op *so)
+{
+	struct rkv_ps_req *r = so->req;
+	int st = so->op.status;
+
+	if (st == 0 && r->kind == REQ_PULL)
+		st = pull_done(so);
+	if (r->kind == REQ_DELETE && st == -ENOENT)
+		st = 0;
+	if (st == 0 && (r->kind == REQ_PULL || r->kind == REQ_PUSH)) {
+		if (so->version < r->vmin)
+			r->vmin = so->version;
+		if (so->version > r->vmax)
+			r->vmax = so->version;
+	}
+	so->req = NULL;
+	ps->busy--;
+	req_account(r, st);
+}
+
+/* Build shard op so for shard i of r. */
+static void build(struct rkv_ps *ps, struct shard_op *so,
+		  struct rkv_ps_req *r, uint64_t i)
+{
+	const struct rkv_ps_tensor *t = r->t;
+	int kl = snprintf(so->key, sizeof(so->key), "%s%" PRIu64, t->prefix, i);
+	uint64_t n = shard_len(t, i);
+
+	so->req = r;
+	so->shard = i;
+	so->version = 0;
+	so->op = (struct rkv_op){ .key = so->key, .key_len = (size_t)kl,
+				  .user = so };
+	switch (r->kind) {
+	case REQ_PULL:
+		so->op.type = RKV_OP_GET;
+		so->op.buf = so->stage;
+		so->op.buf_cap = ps->stage_size;
+		break;
+	case REQ_PUSH:
+		so->op.type = RKV_OP_RMW;
+		so->op.fn = push_fn;
+		so->op.fn_arg = so;
+		break;
+	case REQ_CREATE: {
+		struct ps_shard_hdr h = { .magic = PS_SHARD_MAGIC,
+					  .nonce = t->nonce, .version = 0 };
+
+		memcpy(so->stage, &h, sizeof(h));
+		if (r->src)
+			memcpy(so->stage + RKV_PS_SHARD_HDR,
+			       r->src + i * t->shard_elems, (size_t)n * 4);
+		else
+			memset(so->stage + RKV_PS_SHARD_HDR, 0, (size_t)n * 4);
+		so->op.type = RKV_OP_PUT;
+		so->op.val = so->stage;
+		so->op.val_len = RKV_PS_SHARD_HDR + (size_t)n * 4;
+		break;
+	}
+	case REQ_DELETE:
+		so->op.type = RKV_OP_DELETE;
+		break;
+	}
+}
+
+/* Start shards of waiting requests on free shard ops. */
+static void fill(struct rkv_ps *ps)
+{
+	struct rkv_ps_req *r = ps->head;
+
+	for (unsigned k = 0; k < ps->nops && ps->busy < ps->nops; k++) {
+		struct shard_op *so = &ps->ops[k];
+		int rc;
+
+		if (so->req)
+			continue;
+		while (r && r->next >= r->t->nshards)
+			r = r->qnext;
+		if (!r)
+			return;
+		build(ps, so, r, r->next);
+		rc = rkv_submit(ps->c, &so->op);
+		if (rc == -EAGAIN) {
+			so->req = NULL;
+			return; /* the client's slots are taken */
+		}
+		r->next++;
+		ps->busy++;
+		if (rc) {
+			so->op.status = rc;
+			complete(ps, so);
+		}
+	}
+}
+
+/* One pass: start what can start, reap what finished.  Returns the number
+ * of shard ops reaped, or -errno from rkv_poll. */
+static int progress(struct rkv_ps *ps)
+{
+	struct rkv_op *done[PS_POLL_MAX];
+	int n, got = 0;
+
+	fill(ps);
+	n = rkv_poll(ps->c, done, PS_POLL_MAX);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		struct shard_op *so = done[i]->user;
+
+		if (so < ps->ops || so >= ps->ops + ps->nops || so->req == NULL)
+			continue; /* not ours: see rkv_ps.h */
+		complete(ps, so);
+		got++;
+	}
+	if (got)
+		fill(ps);
+	return got;
+}
+
+static void idle_backoff(int progressed, uint64_t *idle_since)
+{
+	uint64_t now;
+
+	if (progressed) {
+		*idle_since = 0;
+		return;
+	}
+	now = rkv_now_ns();
+	if (!*idle_since) {
+		*idle_since = now;
+		return;
+	}
+	if (now - *idle_since > PS_SPIN_NS) {
+		struct timespec ts = { 0, PS_IDLE_SLEEP_NS };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
+		   struct rkv_ps_req **out)
+{
+	struct rkv_ps *ps = t->ps;
+	struct rkv_ps_req *r = rkv_calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->ps = ps;
+	r->t = t;
+	r->kind = kind;
+	r->vmin = UINT64_MAX;
+	if (ps->tail)
+		ps->tail->qnext = r;
+	else
+		ps->head = r;
+	ps->tail = r;
+	t->outstanding++;
+	*out = r;
+	return 0;
+}
+
+static int req_run(struct rkv_ps_req *r)
+{
+	uint64_t idle = 0;
+
+	while (!r->finished) {
+		int rc = progress(r->ps);
+
+		if (rc < 0)
+			return rc;
+		idle_backoff(rc, &idle);
+	}
+	return r->err;
+}
+
+static void req_free(struct rkv_ps_req *r)
+{
+	r->t->outstanding--;
+	rkv_free(r);
+}
+
+/* ------------------------------------------------------------ engine */
+
+int rkv_ps_create(struct rkv_client *c, struct rkv_ps **out)
+{
+	struct rkv_ps *ps;
+
+	if (!c || !out)
+		return -EINVAL;
+	*out = NULL;
+	ps = rkv_calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->c = c;
+	ps->nops = c->nslots;
+	ps->stage_size = c->opts.max_value;
+	ps->ops = rkv_calloc(ps->nops, sizeof(*ps->ops));
+	ps->stage_mem = rkv_malloc(ps->nops * ps->stage_size);
+	if (!ps->ops || !ps->stage_mem) {
+		rkv_ps_destroy(ps);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < ps->nops; i++)
+		ps->ops[i].stage = ps->stage_mem + i * ps->stage_size;
+	*out = ps;
+	return 0;
+}
+
+void rkv_ps_destroy(struct rkv_ps *ps)
+{
+	uint64_t idle = 0, end;
+
+	if (!ps)
+		return;
+	/* each shard op ends by the client's timeout: wait for them all */
+	end = rkv_now_ms() + 2ull * ps->c->opts.timeout_ms + 1000;
+	while (ps->busy && rkv_now_ms() < end) {
+		int rc = progress(ps);
+
+		if (rc < 0)
+			break;
+		idle_backoff(rc, &idle);
+	}
+	rkv_free(ps->stage_mem);
+	rkv_free(ps->ops);
+	rkv_free(ps);
+}
+
+/* ----------------------------------------------------------- tensors */
+
+struct meta_arg {
+	struct ps_meta want;   /* create: the record to insert */
+	int mode;              /* 0 insert if absent, 1 set state */
+	uint16_t from_state;   /* mode 1: the state expected */
+	uint32_t nonce;        /* mode 1: the incarnation expected */
+	int existed;           /* mode 0: out */
+};
+
+static int meta_fn(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg)
+{
+	struct meta_arg *a = arg;
+	struct ps_meta m;
+
+	if (cap < sizeof(m))
+		return -EMSGSIZE;
+	if (a->mode == 0) {
+		a->existed = old != NULL;
+		if (old)
+			return RKV_RMW_KEEP;
+		memcpy(out, &a->want, sizeof(a->want));
+		*out_len = sizeof(a->want);
+		return RKV_RMW_WRITE;
+	}
+	if (!old)
+		return -ENOENT;
+	if (meta_decode(old, old_len, &m) || m.nonce != a->nonce ||
+	    (a->from_state && m.state != a->from_state))
+		return -ESTALE;
+	m.state = a->want.state;
+	memcpy(out, &m, sizeof(m));
+	*out_len = sizeof(m);
+	return RKV_RMW_WRITE;
+}
+
+static int set_state(struct rkv_ps *ps, const char *name, uint32_t nonce,
+		     uint16_t from, uint16_t to)
+{
+	char key[PS_KEY_MAX];
+	size_t kl = meta_key(name, key);
+	struct meta_arg a = { .mode = 1, .from_state = from, .nonce = nonce };
+
+	a.want.state = to;
+	return rkv_rmw(ps->c, key, kl, meta_fn, &a);
+}
+
+/* Run a create or delete request over every shard of t (synchronous). */
+static int run_all(struct rkv_ps_tensor *t, enum req_kind kind,
+		   const float *init)
+{
+	struct rkv_ps_req *r;
+	int rc = req_new(t, kind, &r);
+
+	if (rc)
+		return rc;
+	r->src = init;
+	rc = req_run(r);
+	if (r->finished)
+		req_free(r);
+	return rc;
+}
+
+int rkv_ps_tensor_create(struct rkv_ps *ps, const char *name,
+			 enum rkv_ps_dtype dtype, uint64_t len,
+			 uint32_t shard_elems, const float *init)
+{
+	struct rkv_ps_tensor t;
+	struct meta_arg a = { .mode = 0 };
+	char key[PS_KEY_MAX];
+	size_t kl;
+	int rc;
+
+	if (!ps)
+		return -EINVAL;
+	rc = check_name(name);
+	if (!rc)
+		rc = check_dtype(dtype);
+	if (rc)
+		return rc;
+	if (!shard_elems)
+		shard_elems = RKV_PS_SHARD_DEFAULT;
+	if (len == 0 || len > (1ull << 40))
+		return -EINVAL;
+	if (RKV_PS_SHARD_HDR + (uint64_t)shard_elems * 4 > ps->stage_size)
+		return -EMSGSIZE;
+	a.want = (struct ps_meta){ .magic = PS_META_MAGIC,
+				   .dtype = (uint16_t)dtype,
+				   .state = PS_CREATING, .len = len,
+				   .shard_elems = shard_elems,
+				   .nonce = new_nonce() };
+	kl = meta_key(name, key);
+	rc = rkv_rmw(ps->c, key, kl, meta_fn, &a);
+	if (rc)
+		return rc;
+	if (a.existed)
+		return -EEXIST;
+	tensor_init(&t, ps, name, &a.want);
+	rc = run_all(&t, REQ_CREATE, init);
+	if (!rc)
+		rc = set_state(ps, name, t.nonce, PS_CREATING, PS_READY);
+	if (rc) {
+		/* undo: whatever shards were written, then the metadata */
+		if (set_state(ps, name, t.nonce, 0, PS_DELETING) == 0) {
+			run_all(&t, REQ_DELETE, NULL);
+			rkv_delete(ps->c, key, kl);
+		}
+	}
+	return rc;
+}
+
+int rkv_ps_tensor_delete(struct rkv_ps *ps, const char *name)
+{
+	struct rkv_ps_tensor t;
+	struct ps_meta m;
+	char key[PS_KEY_MAX];
+	size_t kl, vl = 0;
+	int rc;
+
+	if (!ps)
+		return -EINVAL;
+	rc = check_name(name);
+	if (rc)
+		return rc;
+	kl = meta_key(name, key);
+	rc = rkv_get(ps->c, key, kl, &m, sizeof(m), &vl);
+	if (rc == -ENOBUFS)
+		return -EINVAL; /* not PS metadata */
+	if (rc)
+		return rc;
+	if (meta_decode(&m, vl, &m))
+		return -EINVAL;
+	rc = set_state(ps, name, m.nonce, 0, PS_DELETING);
+	if (rc)
+		return rc;
+	tensor_init(&t, ps, name, &m);
+	rc = run_all(&t, REQ_DELETE, NULL);
+	if (rc)
+		return rc;
+	rc = rkv_delete(ps->c, key, kl);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int rkv_ps_tensor_open(struct rkv_ps *ps, const char *name,
+		       enum rkv_ps_dtype dtype, uint64_t len,
+		       struct rkv_ps_tensor **out)
+{
+	struct rkv_ps_tensor *t;
+	struct ps_meta m;
+	char key[PS_KEY_MAX];
+	size_t kl, vl = 0;
+	int rc;
+
+	if (!ps || !out)
+		return -EINVAL;
+	*out = NULL;
+	rc = check_name(name);
+	if (!rc)
+		rc = check_dtype(dtype);
+	if (rc)
+		return rc;
+	kl = meta_key(name, key);
+	rc = rkv_get(ps->c, key, kl, &m, sizeof(m), &vl);
+	if (rc == -ENOBUFS)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if (meta_decode(&m, vl, &m))
+		return -EINVAL;
+	if (m.state == PS_CREATING)
+		return -EBUSY;
+	if (m.state != PS_READY)
+		return -ENOENT;
+	if (m.dtype != dtype || (len && len != m.len))
+		return -EINVAL;
+	if (RKV_PS_SHARD_HDR + (uint64_t)m.shard_elems * 4 > ps->stage_size)
+		return -EMSGSIZE;
+	t = rkv_malloc(sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	tensor_init(t, ps, name, &m);
+	*out = t;
+	return 0;
+}
+
+void rkv_ps_tensor_info(const struct rkv_ps_tensor *t, struct rkv_ps_info *info)
+{
+	*info = (struct rkv_ps_info){ .dtype = t->dtype, .len = t->len,
+				      .shard_elems = t->shard_elems,
+				      .nshards = t->nshards };
+}
+
+void rkv_ps_tensor_close(struct rkv_ps_tensor *t)
+{
+	rkv_free(t);
+}
+
+/* ------------------------------------------------------- pull / push */
+
+int rkv_ps_pull_async(struct rkv_ps_tensor *t, float *buf, uint64_t n,
+		      struct rkv_ps_req **out)
+{
+	struct rkv_ps_req *r;
+	int rc;
+
+	if (!t || !buf || !out)
+		return -EINVAL;
+	*out = NULL;
+	if (n < t->len)
+		return -ENOBUFS;
+	rc = req_new(t, REQ_PULL, &r);
+	if (rc)
+		return rc;
+	r->buf = buf;
+	fill(t->ps);
+	*out = r;
+	return 0;
+}
+
+int rkv_ps_push_async(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		      const float *src, uint64_t n, float lr,
+		      struct rkv_ps_req **out)
+{
+	struct rkv_ps_req *r;
+	int rc;
+
+	if (!t || !src || !out)
+		return -EINVAL;
+	*out = NULL;
+	if (n != t->len)
+		return -EINVAL;
+	if (rule != RKV_PS_SUM && rule != RKV_PS_ASSIGN && rule != RKV_PS_SGD)
+		return -EINVAL;
+	rc = req_new(t, REQ_PUSH, &r);
+	if (rc)
+		return rc;
+	r->rule = rule;
+	r->lr = lr;
+	r->src = src;
+	fill(t->ps);
+	*out = r;
+	return 0;
+}
+
+int rkv_ps_test(struct rkv_ps_req *r)
+{
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	if (!r->finished) {
+		rc = progress(r->ps);
+		if (rc < 0)
+			return rc;
+	}
+	return r->finished ? r->err : -EINPROGRESS;
+}
+
+int rkv_ps_wait(struct rkv_ps_req *r, uint64_t *vmin, uint64_t *vmax)
+{
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	rc = req_run(r);
+	if (!r->finished)
+		return rc; /* the client failed under it: shard ops still
+			    * name r, so it stays allocated */
+	if (rc == 0) {
+		if (vmin)
+			*vmin = r->vmin == UINT64_MAX ? 0 : r->vmin;
+		if (vmax)
+			*vmax = r->vmax;
+	}
+	req_free(r);
+	return rc;
+}
+
+int rkv_ps_pull(struct rkv_ps_tensor *t, float *buf, uint64_t n,
+		uint64_t *vmin, uint64_t *vmax)
+{
+	struct rkv_ps_req *r;
+	int rc = rkv_ps_pull_async(t, buf, n, &r);
+
+	return rc ? rc : rkv_ps_wait(r, vmin, vmax);
+}
+
+int rkv_ps_push(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		const float *src, uint64_t n, float lr)
+{
+	struct rkv_ps_req *r;
+	int rc = rkv_ps_push_async(t, rule, src, n, lr, &r);
+
+	return rc ? rc : rkv_ps_wait(r, NULL, NULL);
+}
+
+int rkv_ps_pull_many(struct rkv_ps *ps, struct rkv_ps_io *io, size_t count)
+{
+	struct rkv_ps_req **reqs;
+	int first = 0;
+
+	if (!ps || (count && !io))
+		return -EINVAL;
+	reqs = rkv_calloc(count ? count : 1, sizeof(*reqs));
+	if (!reqs)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		io[i].vmin = io[i].vmax = 0;
+		io[i].status = io[i].t && io[i].t->ps != ps ?
+				       -EINVAL :
+				       rkv_ps_pull_async(io[i].t, io[i].buf,
+							 io[i].n, &reqs[i]);
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (reqs[i])
+			io[i].status = rkv_ps_wait(reqs[i], &io[i].vmin,
+						   &io[i].vmax);
+		if (io[i].status && !first)
+			first = io[i].status;
+	}
+	rkv_free(reqs);
+	return first;
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rkv_ps.h - librkv's parameter-server API: named dense tensors that
+ * workers pull and push, counters, and barriers, all on the KV store's
+ * one-sided paths.
+ *
+ * Tensors.  A tensor of len float32 elements is split into shards of
+ * shard_elems elements (the last one shorter); shard i is the KV value of
+ * key "ps/<name>/<i>" (routed by the normal jump hash, so shards spread
+ * over the servers), and key "ps/<name>" holds the metadata (dtype, len,
+ * shard size, state, and a random incarnation number).  A shard's value is
+ * a 16-byte header (magic, incarnation, version) and the elements.
+ *
+ *   pull  one GET per shard; every shard of every tensor pulled together is
+ *         submitted through the pipelined interface, so shards on one
+ *         server share doorbells (1 RTT per shard round with the location
+ *         cached, 2 cold).  Each shard is read atomically (a block is
+ *         immutable and checksummed): a pull never returns a mixture of two
+ *         versions of one shard.  Different shards may come from different
+ *         pushes: a pull is not a snapshot of the whole tensor.
+ *   push  one read-modify-write per shard (rkv_rmw's path: CAS-lock the
+ *         slot, read, apply the rule, write a new block and release in one
+ *         doorbell), so concurrent pushes to a shard serialize and none is
+ *         lost.  Rules: SUM (x += v), ASSIGN (x = v), SGD (x -= lr * v).
+ *         Atomicity is per shard: a worker that dies in the middle of a
+ *         push leaves each shard either fully updated or untouched (its
+ *         lock is taken over after the servers' lease), but a tensor of
+ *         several shards may then hold the update in some shards only.
+ *   version  every push increments the version in each shard's header
+ *         (starting at 0 at create); a pull reports the minimum and maximum
+ *         over the shards it read.  After k whole-tensor pushes that all
+ *         finished, min == max == k.
+ *
+ * Counters and barriers.  Each server has a counter region of 8-byte words
+ * (rkv-server --counters N); rkv_counter_open maps a name to one word (on
+ * the server the name routes to), then FETCH_ADD and READ are one-sided.
+ * A barrier of n workers is one counter: each arrival adds 1 and waits
+ * until the word reaches the end of its generation.  Counter words live as
+ * long as the server: use fresh names per run.
+ *
+ * Errors are -errno: -ENOENT (no such tensor), -EEXIST (create: exists),
+ * -EBUSY (open: the tensor is being created or its creator died before
+ * finishing; delete it to start over), -EINVAL (bad name, length or dtype
+ * mismatch, push of a wrong length, bad rule), -ENOBUFS (pull buffer
+ * shorter than the tensor), -EOPNOTSUPP (float16/bfloat16: not yet),
+ * -EMSGSIZE (shard larger than the client's max_value), -ESTALE (the
+ * tensor was deleted and created again since open), -ETIMEDOUT,
+ * -ECONNRESET, -ENOSPC, -ENODEV (server without counters).  A call that
+ * fails its argument checks changes nothing.
+ *
+ * Thread safety: everything here is used on the thread that uses the
+ * client (one thread at a time per client).  While asynchronous PS
+ * requests are outstanding, do not use rkv_submit/rkv_poll on the same
+ * client: the PS engine polls the client and would take those ops'
+ * completions.  Synchronous calls (rkv_get, rkv_put, ...) are fine.
+ */
+#ifndef RKV_CLIENT_RKV_PS_H
+#define RKV_CLIENT_RKV_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_PS_NAME_MAX 200u          /* bytes of a tensor name */
+#define RKV_PS_SHARD_DEFAULT 16384u   /* elements: 64 KiB of float32 */
+#define RKV_PS_SHARD_HDR 16u          /* bytes before a shard's elements */
+#define RKV_COUNTER_NAME_LEN 63u      /* bytes of a counter name */
+
+enum rkv_ps_dtype {
+	RKV_PS_FLOAT32 = 1,
+	RKV_PS_FLOAT16 = 2,  /* reserved: -EOPNOTSUPP */
+	RKV_PS_BFLOAT16 = 3, /* reserved: -EOPNOTSUPP */
+};
+
+enum rkv_ps_rule {
+	RKV_PS_SUM = 1,    /* x[i] += v[i] */
+	RKV_PS_ASSIGN = 2, /* x[i] = v[i] */
+	RKV_PS_SGD = 3,    /* x[i] -= lr * v[i] */
+};
+const char *rkv_ps_rule_str(enum rkv_ps_rule r);
+
+/* ---------------------------------------------------------- counters */
+
+/*
+ * Map name (1..RKV_COUNTER_NAME_LEN bytes) to a counter word and return
+ * its id (server and word).  The same name gives the same word from any
+ * client.  Returns 0, -EINVAL, -ENOSPC (every word named), -ENODEV (the
+ * server has no counter region, or this client is read-only), -ETIMEDOUT,
+ * -ECONNRESET.  One control round trip.
+ */
+int rkv_counter_open(struct rkv_client *c, const char *name, uint64_t *id);
+/* Atomically add delta (one-sided FETCH_ADD, 1 RTT); *old (may be NULL)
+ * gets the value before.  Returns 0, -EINVAL (bad id), -ETIMEDOUT,
+ * -ECONNRESET. */
+int rkv_counter_add(struct rkv_client *c, uint64_t id, uint64_t delta,
+		    uint64_t *old);
+/* Read the value (one-sided READ, 1 RTT).  Returns as rkv_counter_add. */
+int rkv_counter_read(struct rkv_client *c, uint64_t id, uint64_t *val);
+
+/* ---------------------------------------------------------- barriers */
+
+struct rkv_ps_barrier;
+
+/*
+ * A barrier of nworkers (>= 1) participants named name (as a counter
+ * name).  Every participant creates its own handle with the same name and
+ * nworkers.  Returns 0, -EINVAL, -ENOMEM or rkv_counter_open's errors.
+ * The caller frees it with rkv_ps_barrier_destroy().
+ */
+int rkv_ps_barrier_create(struct rkv_client *c, const char *name,
+			  unsigned nworkers, struct rkv_ps_barrier **out);
+/*
+ * Arrive and wait until all nworkers arrived in this generation: the
+ * arrival is FETCH_ADD(+1) on the word, which returns old; the generation
+ * ends when the word reaches (old / nworkers + 1) * nworkers, which the
+ * waiter checks by READ, polling with a short sleep (50 us growing to
+ * 1 ms).  Returns 0, -ETIMEDOUT after timeout_ms (the arrival stays
+ * counted: the barrier is then broken for everyone), -ECONNRESET.
+ */
+int rkv_ps_barrier_wait(struct rkv_ps_barrier *b, unsigned timeout_ms);
+/* Accepts NULL. */
+void rkv_ps_barrier_destroy(struct rkv_ps_barrier *b);
+
+/* ----------------------------------------------------------- tensors */
+
+struct rkv_ps;        /* per-client PS engine: requests in flight */
+struct rkv_ps_tensor; /* an opened tensor */
+struct rkv_ps_req;    /* an asynchronous pull or push */
+
+/*
+ * A PS engine on client c (which must outlive it).  Returns 0, -EINVAL,
+ * -ENOMEM.  Freed with rkv_ps_destroy().
+ */
+int rkv_ps_create(struct rkv_client *c, struct rkv_ps **out);
+/* Wait for the shard operations still in flight (each bounded by the
+ * client's timeout) and free the engine.  Wait for every request and close
+ * every tensor first (requests not waited for are not freed).  Accepts
+ * NULL. */
+void rkv_ps_destroy(struct rkv_ps *ps);
+
+/*
+ * Create tensor name (1..RKV_PS_NAME_MAX bytes, no '/' or control
+ * characters) of len elements of dtype, in shards of shard_elems elements
+ * (0: RKV_PS_SHARD_DEFAULT), filled from init (len elements) or zeros when
+ * init is NULL.  The metadata is inserted first in state "creating" (a
+ * concurrent create of the same name gets -EEXIST, an open -EBUSY), then
+ * every shard is written, then the state becomes "ready".  Returns 0,
+ * -EEXIST, -EINVAL, -EOPNOTSUPP (float16, bfloat16), -EMSGSIZE (shard too
+ * large for the client's max_value), -ENOSPC, -ETIMEDOUT, -ECONNRESET.
+ */
+int rkv_ps_tensor_create(struct rkv_ps *ps, const char *name,
+			 enum rkv_ps_dtype dtype, uint64_t len,
+			 uint32_t shard_elems, const float *init);
+/*
+ * Delete tensor name: mark it deleting (opens then get -ENOENT), delete
+ * its shards, then its metadata.  Handles still open get -ENOENT or
+ * -ESTALE on their next push or pull.  Works on a tensor left "creating"
+ * by a dead creator.  Returns 0, -ENOENT, -EINVAL, -ETIMEDOUT, ...
+ */
+int rkv_ps_tensor_delete(struct rkv_ps *ps, const char *name);
+
+struct rkv_ps_info {
+	enum rkv_ps_dtype dtype;
+	uint64_t len;          /* elements */
+	uint32_t shard_elems;
+	uint64_t nshards;
+};
+
+/*
+ * Open tensor name, checking it is dtype with len elements (len 0: any
+ * length).  One GET of the metadata.  Returns 0, -ENOENT, -EBUSY (being
+ * created), -EINVAL (dtype or length mismatch, bad name), -EOPNOTSUPP,
+ * -ENOMEM.  Close with rkv_ps_tensor_close().
+ */
+int rkv_ps_tensor_open(struct rkv_ps *ps, const char *name,
+		       enum rkv_ps_dtype dtype, uint64_t len,
+		       struct rkv_ps_tensor **out);
+void rkv_ps_tensor_info(const struct rkv_ps_tensor *t, struct rkv_ps_info *info);
+/* Accepts NULL.  No request on t may be outstanding. */
+void rkv_ps_tensor_close(struct rkv_ps_tensor *t);
+
+/*
+ * Pull t into buf (n elements, n >= the tensor's length; only the length
+ * is written).  vmin/vmax (may be NULL) get the smallest and largest shard
+ * version read.  Returns 0, -ENOBUFS (n too small: nothing is read),
+ * -EINVAL, -ENOENT (deleted), -ESTALE, -ETIMEDOUT, -ECONNRESET.  On an
+ * error, buf may hold some shards.
+ */
+int rkv_ps_pull(struct rkv_ps_tensor *t, float *buf, uint64_t n,
+		uint64_t *vmin, uint64_t *vmax);
+
+/* One tensor of rkv_ps_pull_many. */
+struct rkv_ps_io {
+	struct rkv_ps_tensor *t;
+	float *buf;
+	uint64_t n;            /* elements of buf */
+	int status;            /* out: 0 or -errno */
+	uint64_t vmin, vmax;   /* out: shard versions */
+};
+
+/* Pull several tensors with all their shards in flight together.
+ * Returns 0 when all succeeded, else the first io's error. */
+int rkv_ps_pull_many(struct rkv_ps *ps, struct rkv_ps_io *io, size_t count);
+
+/*
+ * Push src (n elements, n == the tensor's length) into t with rule (lr for
+ * RKV_PS_SGD; ignored otherwise).  Each shard is updated atomically under
+ * its slot lock (see the top of this file for what a failure leaves).
+ * Returns 0, -EINVAL (length, rule), -ENOENT, -ESTALE, -ETIMEDOUT,
+ * -ECONNRESET, -ENOSPC.
+ */
+int rkv_ps_push(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		const float *src, uint64_t n, float lr);
+
+/*
+ * Asynchronous forms: start the request and return at once (argument
+ * errors are returned here and no request is made).  buf/src must stay
+ * valid until rkv_ps_wait returns.  Any number of requests may be
+ * outstanding; their shards share the client's max_inflight op slots and
+ * progress whenever any PS call (test, wait, a synchronous pull/push) runs.
+ */
+int rkv_ps_pull_async(struct rkv_ps_tensor *t, float *buf, uint64_t n,
+		      struct rkv_ps_req **out);
+int rkv_ps_push_async(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		      const float *src, uint64_t n, float lr,
+		      struct rkv_ps_req **out);
+/* Make progress without blocking.  Returns -EINPROGRESS, or the request's
+ * final status (it still must be waited for). */
+int rkv_ps_test(struct rkv_ps_req *r);
+/* Wait for r to finish, free it and return its status; vmin/vmax (may be
+ * NULL) as for rkv_ps_pull. */
+int rkv_ps_wait(struct rkv_ps_req *r, uint64_t *vmin, uint64_t *vmax);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
