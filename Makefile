@@ -8,6 +8,7 @@
 #   make bench        transport benchmarks beside libfabric and perftest,
 #                     KV get/put per provider, YCSB beside Redis/memcached
 #   make run          build, start a server, run YCSB workload B (tcp)
+#   make fuzz         fuzz every decoder for FUZZ_SECONDS (default 600)
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
@@ -105,7 +106,7 @@ ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLI_BIN)
 
-.PHONY: all deps test check-rdma bench run clean install
+.PHONY: all deps test check-rdma bench run fuzz clean install
 all: $(ALL_TARGETS)
 
 $(OBJ)/%.o: %.c
@@ -200,6 +201,9 @@ bench: deps
 	@bash bench/run.sh $(O)
 	@bash bench/run-kv.sh $(O)
 	@bash bench/run-ycsb.sh $(O)
+
+fuzz: deps
+	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)
 
 run: deps
 	@$(MAKE) --no-print-directory all

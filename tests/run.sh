@@ -32,4 +32,8 @@ done
 if [ -f bench/ycsb/selftest.sh ] && [ -x "$O/bin/rkv-ycsb" ]; then
   tap_run ycsb-selftest 300 bash bench/ycsb/selftest.sh "$O"
 fi
+# a short bounded fuzz of every decoder (make fuzz runs it for longer)
+if [ -f tests/fuzz/run.sh ]; then
+  tap_run fuzz 600 bash tests/fuzz/run.sh --seconds "${RKV_FUZZ_SECONDS:-60}" --build-dir "$O"
+fi
 tap_summary

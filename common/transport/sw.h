@@ -72,6 +72,20 @@ struct sw_hdr {
 void sw_hdr_encode(const struct sw_hdr *h, uint8_t *out);
 /* Returns 0, or -EPROTO for a bad magic, version or type. */
 int sw_hdr_decode(const uint8_t *in, struct sw_hdr *h);
+/*
+ * The frame parser: check the frame that starts at buf (n bytes received so
+ * far) before anything in it is trusted.  Decodes the header (magic,
+ * version, type, reserved bytes) and checks what its type allows without
+ * looking at endpoint state: READ carries no payload and asks at most
+ * RKV_TP_MAX_MSG bytes; WRITE and SEND carry at most RKV_TP_MAX_MSG; a RESP
+ * has a known status, at most RKV_TP_MAX_MSG of payload and none with an
+ * error; every other type carries none.  The payload (h->len bytes) follows
+ * the header; the receive path (sw_ep.c), the handshakes (sw_tp.c) and the
+ * fuzz harnesses (tests/fuzz/) all call this.  Pure, thread-safe.
+ * Returns 0 with *h filled, -EAGAIN (n < SW_HDR_LEN), -EPROTO (bad header),
+ * -EBADMSG (a frame its type does not allow; *h is filled).
+ */
+int sw_frame_check(const void *buf, size_t n, struct sw_hdr *h);
 
 /* ---------------------------------------------------------------- MR table */
 /*

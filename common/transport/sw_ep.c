@@ -129,6 +129,35 @@ int sw_hdr_decode(const uint8_t *in, struct sw_hdr *h)
 	return 0;
 }
 
+int sw_frame_check(const void *buf, size_t n, struct sw_hdr *h)
+{
+	if (n < SW_HDR_LEN)
+		return -EAGAIN;
+	if (sw_hdr_decode(buf, h))
+		return -EPROTO;
+	switch (h->type) {
+	case SW_F_READ:
+		if (h->len || h->arg0 > RKV_TP_MAX_MSG)
+			return -EBADMSG;
+		break;
+	case SW_F_WRITE:
+	case SW_F_SEND:
+		if (h->len > RKV_TP_MAX_MSG)
+			return -EBADMSG;
+		break;
+	case SW_F_RESP:
+		if (h->key > RKV_WC_GENERAL_ERR || h->len > RKV_TP_MAX_MSG ||
+		    (h->key != RKV_WC_SUCCESS && h->len))
+			return -EBADMSG;
+		break;
+	default: /* HELLO, HELLO_ACK, CAS, FADD, RNR, MAP_REQ, MAP_RESP */
+		if (h->len)
+			return -EBADMSG;
+		break;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- sockets */
 void sw_set_nonblock(int fd)
 {
@@ -788,15 +817,11 @@ static int rx_resp(struct sw_ep *ep, const struct sw_hdr *h)
 		return -EPROTO;
 	}
 	s = sq_at(ep, h->seq);
-	if (s->done || h->key > RKV_WC_GENERAL_ERR) {
-		sw_ep_proto_error(ep, "bad response");
+	if (s->done) {
+		sw_ep_proto_error(ep, "response to a completed request");
 		return -EPROTO;
 	}
-	if (h->key != RKV_WC_SUCCESS) {
-		if (h->len) {
-			sw_ep_proto_error(ep, "error response with payload");
-			return -EPROTO;
-		}
+	if (h->key != RKV_WC_SUCCESS) { /* no payload: sw_frame_check */
 		s->done = 1;
 		s->status = (int)h->key;
 		sq_emit(ep);
@@ -936,6 +961,18 @@ static void settle_reads(struct sw_ep *ep)
 		sw_ep_tx_commit(ep);
 }
 
+static void frame_error(struct sw_ep *ep, const struct sw_hdr *h)
+{
+	char why[64];
+
+	if (ep->closed)
+		return;
+	snprintf(why, sizeof(why), "invalid frame (type %u, len %u)", h->type,
+		 h->len);
+	sw_ep_proto_error(ep, why);
+}
+
+/* Act on a frame that passed sw_frame_check. */
 static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 {
 	const struct sw_prov *pv = ep->tp->prov;
@@ -945,7 +982,7 @@ static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 
 	switch (h->type) {
 	case SW_F_READ:
-		if (!pv->remote_exec || h->len || h->arg0 > RKV_TP_MAX_MSG)
+		if (!pv->remote_exec)
 			break;
 		st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr,
 					   h->arg0, RKV_ACCESS_REMOTE_READ, &p,
@@ -959,7 +996,7 @@ static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 		ep->tx_refs_region = h->arg0 != 0;
 		return 0;
 	case SW_F_WRITE:
-		if (!pv->remote_exec || h->len > RKV_TP_MAX_MSG)
+		if (!pv->remote_exec)
 			break;
 		settle_reads(ep);
 		st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr,
@@ -983,40 +1020,31 @@ static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 		return 0;
 	case SW_F_CAS:
 	case SW_F_FADD:
-		if (!pv->remote_exec || h->len)
+		if (!pv->remote_exec)
 			break;
 		settle_reads(ep);
 		return rx_atomic(ep, h);
 	case SW_F_SEND:
-		if (h->len > RKV_TP_MAX_MSG)
-			break;
 		return rx_send(ep, h);
 	case SW_F_RESP:
 		return rx_resp(ep, h);
 	case SW_F_RNR:
-		if (h->len || h->seq - ep->sq_head >=
-				      ep->sq_tail - ep->sq_head ||
+		if (h->seq - ep->sq_head >= ep->sq_tail - ep->sq_head ||
 		    sq_at(ep, h->seq)->opcode != RKV_WR_SEND)
 			break;
 		sq_at(ep, h->seq)->rnr = 1;
 		return 0;
 	case SW_F_MAP_REQ:
 	case SW_F_MAP_RESP:
-		if (!pv->frame || h->len)
+		if (!pv->frame)
 			break;
 		if (pv->frame(ep, h) == 0)
 			return 0;
 		break;
-	default:
+	default: /* HELLO, HELLO_ACK: only in the handshake */
 		break;
 	}
-	if (!ep->closed) {
-		char why[64];
-
-		snprintf(why, sizeof(why), "invalid frame (type %u, len %u)",
-			 h->type, h->len);
-		sw_ep_proto_error(ep, why);
-	}
+	frame_error(ep, h);
 	return -EPROTO;
 }
 
@@ -1028,6 +1056,7 @@ static void rx_parse(struct sw_ep *ep)
 		pthread_rwlock_rdlock(&ep->tp->mrt.lock);
 	while (!ep->closed && ep->base.state == RKV_EP_CONNECTED) {
 		struct sw_hdr h;
+		int rc;
 
 		if (ep->cur.kind != SW_RX_NONE) {
 			size_t take = ep->rx_len < ep->cur.remaining
@@ -1045,10 +1074,15 @@ static void rx_parse(struct sw_ep *ep)
 				rx_finish(ep);
 			continue;
 		}
-		if (ep->rx_len < SW_HDR_LEN)
+		rc = sw_frame_check(ep->rxbuf + ep->rx_off, ep->rx_len, &h);
+		if (rc == -EAGAIN)
 			break;
-		if (sw_hdr_decode(ep->rxbuf + ep->rx_off, &h)) {
+		if (rc == -EPROTO) {
 			sw_ep_proto_error(ep, "bad frame header");
+			break;
+		}
+		if (rc) {
+			frame_error(ep, &h);
 			break;
 		}
 		ep->rx_off += SW_HDR_LEN;

@@ -206,7 +206,7 @@ static void on_pend(struct sw_tp *tp, struct sw_pend *p)
 	p->got += (unsigned)n;
 	if (p->got < SW_HDR_LEN)
 		return;
-	if (sw_hdr_decode(p->buf, &h) || h.type != SW_F_HELLO || h.len) {
+	if (sw_frame_check(p->buf, p->got, &h) || h.type != SW_F_HELLO) {
 		rkv_log(RKV_LOG_WARN, tp->prov->comp,
 			"%s: garbage from %s during the handshake, dropping the connection",
 			l->base.addr, p->peer);
@@ -664,7 +664,7 @@ int sw_connect_finish(struct sw_tp *tp, struct sw_cq *cq, int fd,
 		}
 		got += (unsigned)n;
 	}
-	if (sw_hdr_decode(buf, &h) || h.type != SW_F_HELLO_ACK || h.len) {
+	if (sw_frame_check(buf, got, &h) || h.type != SW_F_HELLO_ACK) {
 		rkv_log(RKV_LOG_WARN, tp->prov->comp,
 			"%s: bad handshake answer", peer);
 		rc = -EPROTO;
