@@ -288,6 +288,7 @@ struct sw_ep {
 	uint8_t hstage[SW_TX_IOV / 2][SW_HDR_LEN];
 	unsigned nhstage;
 	bool tx_refs_region;     /* staged iovecs point into a region */
+	size_t stage_len;        /* bytes the staged iovecs describe */
 	uint8_t *txbuf;
 	size_t tx_cap, tx_off, tx_len;
 	int tx_fds[SW_MAX_FDQ];  /* fds to attach to the next send */

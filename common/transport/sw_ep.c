@@ -356,6 +356,7 @@ void sw_ep_tx_commit(struct sw_ep *ep)
 out:
 	ep->niov = 0;
 	ep->nhstage = 0;
+	ep->stage_len = 0;
 	ep->tx_refs_region = false;
 }
 
@@ -371,6 +372,7 @@ void sw_ep_tx_frame(struct sw_ep *ep, const struct sw_hdr *h,
 	ep->iov[ep->niov].iov_base = hb;
 	ep->iov[ep->niov].iov_len = SW_HDR_LEN;
 	ep->niov++;
+	ep->stage_len += SW_HDR_LEN + len;
 	if (len) {
 		ep->iov[ep->niov].iov_base = (void *)payload;
 		ep->iov[ep->niov].iov_len = len;
@@ -1074,6 +1076,15 @@ static void rx_parse(struct sw_ep *ep)
 				rx_finish(ep);
 			continue;
 		}
+		/* Bounded output: a peer that floods READ requests without
+		 * reading the answers stops being parsed once the backlog
+		 * (staged and unsent) passes SW_TX_HIGH; the rest of its
+		 * bytes wait in rxbuf until the backlog drains. */
+		if (ep->tx_len + ep->stage_len >= SW_TX_HIGH) {
+			sw_ep_tx_commit(ep);
+			if (ep->tx_len >= SW_TX_HIGH)
+				break;
+		}
 		rc = sw_frame_check(ep->rxbuf + ep->rx_off, ep->rx_len, &h);
 		if (rc == -EAGAIN)
 			break;
@@ -1112,6 +1123,10 @@ static ssize_t ep_recv(struct sw_ep *ep, void *buf, size_t len)
 
 void sw_ep_rx_locked(struct sw_ep *ep)
 {
+	/* frames left buffered while the output backlog was too high */
+	if (ep->rx_len && ep->cur.kind == SW_RX_NONE && !ep->closed &&
+	    ep->base.state == RKV_EP_CONNECTED && ep->tx_len < SW_TX_HIGH)
+		rx_parse(ep);
 	for (int iter = 0; iter < 32; iter++) {
 		ssize_t n;
 		size_t want;
@@ -1277,6 +1292,9 @@ void sw_ep_event(struct sw_ep *ep, unsigned events)
 	if (!ep->closed) {
 		if (events & EPOLLOUT)
 			tx_flush(ep);
+		if (ep->rx_len && ep->tx_len < SW_TX_HIGH &&
+		    ep->base.state == RKV_EP_CONNECTED)
+			events |= EPOLLIN; /* parse what was held back */
 		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 			if (ep->base.state == RKV_EP_CONNECTED)
 				sw_ep_rx_locked(ep);
