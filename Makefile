@@ -54,7 +54,7 @@ override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 override LDFLAGS += -fsanitize=$(SANITIZE)
 endif
-LDLIBS_SYS := -lrdmacm -libverbs -lpthread -lm
+LDLIBS_SYS := -lrdmacm -libverbs -lcrypto -lpthread -lm
 ifeq ($(MALLOC),jemalloc)
 LDLIBS_SYS += -ljemalloc
 endif
