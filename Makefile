@@ -200,6 +200,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@bash bench/run.sh $(O)
 	@bash bench/run-kv.sh $(O)
+	@bash bench/run-ps.sh $(O)
 	@bash bench/run-ycsb.sh $(O)
 
 fuzz: deps
