@@ -11,15 +11,28 @@
  * Every round ends with one signaled WR; on RC its completion means the
  * whole round is done, so the send queue never holds more than
  * nslots * ROUND_MAX_WR + CTRL_SENDS WRs and is sized for that.
+ *
+ * Authentication: a server with a secret answers HELLO with a challenge;
+ * the client answers HMAC-SHA256(secret, nonce || name || context) (see
+ * proto/msg.h) with OpenSSL's libcrypto, and only then gets the rkeys.
+ * A read_only client fails put, delete and rmw with -EACCES before
+ * sending anything (its rkeys would refuse them anyway).
  */
 #include "client_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "alloc.h"
 #include "rtime.h"
@@ -238,6 +251,8 @@ static void handle_reply(struct server *s, const struct rkv_msg *m)
 			 m->hdr.type == RKV_MSG_ERROR ? m->u.error.status :
 							-EPROTO;
 		s->chunk_req = 0;
+		if (st == -EPERM) /* read-only client: no chunks */
+			st = -EACCES;
 		if (st == 0 && m->hdr.type == RKV_MSG_CHUNK_GRANT &&
 		    m->u.chunk_grant.len >= RKV_BLOCK_ALIGN &&
 		    m->u.chunk_grant.offset + m->u.chunk_grant.len <=
@@ -508,7 +523,17 @@ int client_progress(struct rkv_client *c)
 	for (unsigned i = 0; i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
 
-		if (o->state == OP_START) {
+		if (o->state == OP_START && c->opts.read_only &&
+		    o->op->type != RKV_OP_GET) {
+			/* its rkeys allow remote read only: fail here rather
+			 * than break the connection with a refused WR */
+			o->state = OP_IO;
+			o->blk_size = 0;
+			o->retries = 0;
+			o->op->rtts = 0;
+			o->op->out_len = 0;
+			op_finish(o, -EACCES);
+		} else if (o->state == OP_START) {
 			op_start(o);
 		} else if (o->state == OP_WAIT_TIMER ||
 			   o->state == OP_WAIT_SPACE) {
@@ -562,6 +587,158 @@ static int wait_flag(struct rkv_client *c, int *flag, unsigned timeout_ms)
 
 /* ------------------------------------------------------------- connect */
 
+#define SECRET_MAX 4096
+
+/* The secret from opts (bytes, or a file like rkv-server's --secret-file:
+ * not open to group or others, one trailing newline stripped). */
+static int load_secret(struct rkv_client *c)
+{
+	const char *path = c->opts.secret_file;
+	unsigned char buf[SECRET_MAX + 1];
+	struct stat st;
+	size_t n = 0;
+	int fd, rc = 0;
+
+	if (c->opts.secret && path)
+		return -EINVAL;
+	if (c->opts.secret) {
+		if (!c->opts.secret_len || c->opts.secret_len > SECRET_MAX)
+			return -EINVAL;
+		c->secret = rkv_malloc(c->opts.secret_len);
+		if (!c->secret)
+			return -ENOMEM;
+		memcpy(c->secret, c->opts.secret, c->opts.secret_len);
+		c->secret_len = c->opts.secret_len;
+		return 0;
+	}
+	if (!path)
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		clog_(c, 3, "secret file %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		clog_(c, 3, "secret file %s: not a regular file", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (st.st_mode & 077) {
+		clog_(c, 3,
+		      "secret file %s: mode %04o gives group or others "
+		      "access; chmod 600 it",
+		      path, (unsigned)(st.st_mode & 07777));
+		rc = -EPERM;
+		goto out;
+	}
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n && n <= SECRET_MAX && buf[n - 1] == '\n') {
+		n--;
+		if (n && buf[n - 1] == '\r')
+			n--;
+	}
+	if (!n || n > SECRET_MAX) {
+		clog_(c, 3, "secret file %s: %s", path,
+		      n ? "longer than 4096 bytes" : "empty");
+		rc = -EINVAL;
+		goto out;
+	}
+	c->secret = rkv_malloc(n);
+	if (!c->secret) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(c->secret, buf, n);
+	c->secret_len = n;
+out:
+	OPENSSL_cleanse(buf, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
+/* HMAC-SHA256(secret, nonce || name (RKV_NAME_MAX bytes, as sent) ||
+ * RKV_AUTH_CONTEXT): see proto/msg.h. */
+static int auth_mac(const struct rkv_client *c, const uint8_t *nonce,
+		    const char *name, uint8_t *mac)
+{
+	unsigned char msg[RKV_AUTH_NONCE_LEN + RKV_NAME_MAX +
+			  sizeof(RKV_AUTH_CONTEXT) - 1];
+	unsigned int len = 0;
+	unsigned char *r;
+
+	memcpy(msg, nonce, RKV_AUTH_NONCE_LEN);
+	memcpy(msg + RKV_AUTH_NONCE_LEN, name, RKV_NAME_MAX);
+	memcpy(msg + RKV_AUTH_NONCE_LEN + RKV_NAME_MAX, RKV_AUTH_CONTEXT,
+	       sizeof(RKV_AUTH_CONTEXT) - 1);
+	r = HMAC(EVP_sha256(), c->secret, (int)c->secret_len, msg,
+		 sizeof(msg), mac, &len);
+	return r && len == RKV_AUTH_MAC_LEN ? 0 : -EIO;
+}
+
+/* The server answered HELLO with a challenge: prove the secret.  On
+ * success *reply holds the server's answer to the response. */
+static int srv_authenticate(struct rkv_client *c, struct server *s,
+			    const struct rkv_msg *hello, struct rkv_msg *reply)
+{
+	const struct rkv_msg_auth_challenge *ch = &reply->u.auth_challenge;
+	struct rkv_msg m;
+	int done = 0, rc;
+
+	if (!c->secret) {
+		clog_(c, 3,
+		      "server %s requires authentication and no secret is "
+		      "configured (secret_file; RKV_SECRET_FILE for the CLI)",
+		      s->addr);
+		return -EACCES;
+	}
+	if (ch->alg != RKV_AUTH_HMAC_SHA256) {
+		clog_(c, 3, "server %s: unknown authentication algorithm %u",
+		      s->addr, ch->alg);
+		return -EPROTO;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	rc = auth_mac(c, ch->nonce, hello->u.hello.name, m.u.auth_response.mac);
+	if (rc)
+		return rc;
+	rc = srv_ctrl_send(s, &m, reply, &done);
+	OPENSSL_cleanse(&m.u.auth_response, sizeof(m.u.auth_response));
+	if (rc)
+		return rc;
+	rc = wait_flag(c, &done, c->opts.connect_timeout_ms);
+	if (rc == -ECONNRESET && reply->hdr.type != RKV_MSG_ERROR)
+		rc = -EACCES; /* closed on us without a word */
+	if (rc) {
+		clog_(c, 3, "server %s: authentication failed (%s)", s->addr,
+		      strerror(-rc));
+		return rc;
+	}
+	if (reply->hdr.type == RKV_MSG_ERROR &&
+	    reply->u.error.status == -EACCES) {
+		clog_(c, 3, "server %s: authentication failed (wrong secret?)",
+		      s->addr);
+		return -EACCES;
+	}
+	return 0;
+}
+
 static int srv_connect(struct rkv_client *c, struct server *s)
 {
 	struct rkv_msg m, reply;
@@ -589,6 +766,14 @@ static int srv_connect(struct rkv_client *c, struct server *s)
 	rc = wait_flag(c, &done, c->opts.connect_timeout_ms);
 	if (rc)
 		return rc;
+	if (reply.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
+		rc = srv_authenticate(c, s, &m, &reply);
+		if (rc)
+			return rc;
+	} else if (c->secret) {
+		clog_(c, 1, "server %s does not ask for authentication",
+		      s->addr);
+	}
 	if (reply.hdr.type == RKV_MSG_ERROR) {
 		clog_(c, 3, "server %s refused: %s", s->addr,
 		      reply.u.error.text);
@@ -647,6 +832,9 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	}
 	if (!c->opts.max_value)
 		c->opts.max_value = RKV_VALUE_MAX;
+	rc = load_secret(c);
+	if (rc)
+		goto err;
 	c->srv = rkv_calloc(MAX_SERVERS, sizeof(*c->srv));
 	if (!c->srv) {
 		rc = -ENOMEM;
@@ -824,6 +1012,10 @@ void rkv_client_destroy(struct rkv_client *c)
 	rkv_cq_destroy(c->cq);
 	rkv_tp_destroy(c->tp);
 	rkv_free(c->srv);
+	if (c->secret) {
+		OPENSSL_cleanse(c->secret, c->secret_len);
+		rkv_free(c->secret);
+	}
 	rkv_free(c);
 }
 
@@ -892,7 +1084,7 @@ int rkv_server_stats(struct rkv_client *c, unsigned i,
 		.chunks_granted = r->chunks_granted,
 		.blocks_returned = r->blocks_returned,
 		.rebuilds = r->rebuilds, .bad_msgs = r->bad_msgs,
-		.ctrl_msgs = r->ctrl_msgs,
+		.ctrl_msgs = r->ctrl_msgs, .auth_failures = r->auth_failures,
 	};
 	return 0;
 }

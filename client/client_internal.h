@@ -211,6 +211,8 @@ struct rkv_client {
 	struct rkv_client_stats st;
 	uint64_t last_ctrl_ms;
 	char addrbuf[300];
+	unsigned char *secret;   /* opts' secret, copied; NULL: none */
+	size_t secret_len;
 	uint64_t *aux_words;     /* AUX_WORDS registered words (counter.c) */
 	struct aux_req {         /* the one-sided WR counter.c waits for */
 		uint64_t seq;    /* in its wr_id; a stale completion differs */

@@ -73,6 +73,14 @@ struct rkv_client_opts {
 	int gid_index;
 	rkv_client_log_fn log_fn;  /* NULL: no logging */
 	void *log_arg;
+	/* appended: the shared secret of servers started with --secret-file
+	 * (give one of the two, or neither).  The file must not be open to
+	 * group or others (mode 0600 or stricter); its bytes are the secret,
+	 * one trailing newline stripped.  The secret never goes on the wire:
+	 * the client answers each server's challenge with an HMAC-SHA256. */
+	const char *secret_file;
+	const void *secret;        /* secret_len bytes, copied at create */
+	size_t secret_len;
 };
 
 /* Fill opts with defaults.  Thread safety: touches only opts. */
@@ -81,7 +89,10 @@ void rkv_client_opts_init(struct rkv_client_opts *opts);
 /*
  * Connect to every server in opts (all of them, or fail).  Returns 0,
  * -EINVAL (no servers, bad address, bad opts), -ECONNREFUSED, -ETIMEDOUT,
- * -EPROTO (protocol version mismatch), -ENOMEM, or a transport -errno.
+ * -EPROTO (protocol version mismatch), -ENOMEM, -EACCES (a server
+ * requires a secret and none or a wrong one was given; logged), -EUSERS
+ * (a server already has --max-clients clients), -EPERM (secret_file is
+ * open to group or others), or a transport -errno.
  * The caller frees the client with rkv_client_destroy().
  * Thread safety: any thread; clients are independent of each other.
  */
@@ -110,7 +121,11 @@ int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
 	    size_t cap, size_t *val_len);
 
 /* Insert or replace.  Returns 0 once the value is visible to every later
- * get; -ENOSPC, -EMSGSIZE, -EINVAL, -ETIMEDOUT, -ECONNRESET.
+ * get; -ENOSPC, -EMSGSIZE, -EINVAL, -ETIMEDOUT, -ECONNRESET; -EACCES for a
+ * read_only client (put, delete and rmw fail at once, nothing is sent;
+ * the server refuses such a client's writes anyway: its rkeys allow remote
+ * read only); -EDQUOT when the server's --max-chunks limit refused a
+ * chunk.
  * Thread safety: one thread at a time per client. */
 int rkv_put(struct rkv_client *c, const void *key, size_t key_len,
 	    const void *val, size_t val_len);
@@ -241,6 +256,7 @@ struct rkv_server_stats {
 	uint64_t uptime_ms, clients, clients_total, keys, nbuckets, data_len,
 		data_free, data_grace, chunks_granted, blocks_returned,
 		rebuilds, bad_msgs, ctrl_msgs;
+	uint64_t auth_failures; /* appended */
 };
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);

@@ -96,6 +96,8 @@ const char *rkv_msg_type_str(unsigned type)
 	case RKV_MSG_ERROR: return "ERROR";
 	case RKV_MSG_COUNTER_OPEN: return "COUNTER_OPEN";
 	case RKV_MSG_COUNTER_REPLY: return "COUNTER_REPLY";
+	case RKV_MSG_AUTH_CHALLENGE: return "AUTH_CHALLENGE";
+	case RKV_MSG_AUTH_RESPONSE: return "AUTH_RESPONSE";
 	}
 	return "UNKNOWN";
 }
@@ -197,6 +199,14 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 	case RKV_MSG_COUNTER_REPLY:
 		F32(c, dir, m->u.counter_reply.status);
 		F32(c, dir, m->u.counter_reply.index);
+		break;
+	case RKV_MSG_AUTH_CHALLENGE:
+		F32(c, dir, m->u.auth_challenge.alg);
+		F32(c, dir, m->u.auth_challenge.server_id);
+		FBYTES(c, dir, m->u.auth_challenge.nonce, RKV_AUTH_NONCE_LEN);
+		break;
+	case RKV_MSG_AUTH_RESPONSE:
+		FBYTES(c, dir, m->u.auth_response.mac, RKV_AUTH_MAC_LEN);
 		break;
 	default:
 		return -2;

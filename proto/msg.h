@@ -22,6 +22,14 @@
  *                                    <-    STATS_REPLY (counters)
  *     COUNTER_OPEN (name)            ->
  *                                    <-    COUNTER_REPLY (status, index)
+ *   With a shared secret (rkv-server --secret-file), the reply to HELLO is
+ *   a challenge, and region information follows only a correct response:
+ *     HELLO (version, flags, name)   ->
+ *                                    <-    AUTH_CHALLENGE (alg, server id,
+ *                                          32-byte random nonce)
+ *     AUTH_RESPONSE (HMAC-SHA256)    ->
+ *                                    <-    HELLO_REPLY, or ERROR (-EACCES)
+ *                                          and the connection is closed
  *   HELLO_REPLY also names the counter region (address, rkey, words): N
  *   8-byte words clients use with one-sided FETCH_ADD / CAS / READ;
  *   COUNTER_OPEN maps a name to one of them (same name, same word).
@@ -56,6 +64,8 @@ enum rkv_msg_type {
 	RKV_MSG_ERROR = 10,
 	RKV_MSG_COUNTER_OPEN = 11,
 	RKV_MSG_COUNTER_REPLY = 12,
+	RKV_MSG_AUTH_CHALLENGE = 13,
+	RKV_MSG_AUTH_RESPONSE = 14,
 };
 const char *rkv_msg_type_str(unsigned type);
 
@@ -143,6 +153,8 @@ struct rkv_msg_stats_reply {
 	uint64_t rebuilds;       /* free-space rebuilds after client deaths */
 	uint64_t bad_msgs;       /* malformed messages dropped */
 	uint64_t ctrl_msgs;      /* control messages served */
+	/* appended */
+	uint64_t auth_failures;  /* wrong, missing or abandoned responses */
 };
 
 #define RKV_COUNTER_NAME_MAX 64 /* bytes, NUL included */
@@ -155,6 +167,30 @@ struct rkv_msg_counter_reply {
 	int32_t status;       /* 0, -EINVAL (empty name), -ENOSPC (table full),
 			       * -EPERM (read-only client), -ENODEV (none) */
 	uint32_t index;       /* word index in the counter region */
+};
+
+/*
+ * Authentication (only when the server has a secret).  The response is
+ *   mac = HMAC-SHA256(secret, nonce[32] || name[RKV_NAME_MAX] || "rkv-auth-v1")
+ * where name is the HELLO's name field exactly as sent (NUL-padded to
+ * RKV_NAME_MAX bytes) and the context string has no NUL.  Each connection
+ * gets a fresh nonce from getrandom() that is forgotten after one
+ * response, so a response captured on one connection is useless on
+ * another.
+ */
+#define RKV_AUTH_NONCE_LEN 32
+#define RKV_AUTH_MAC_LEN 32
+#define RKV_AUTH_CONTEXT "rkv-auth-v1"
+#define RKV_AUTH_HMAC_SHA256 1u /* the only algorithm */
+
+struct rkv_msg_auth_challenge {
+	uint32_t alg;         /* RKV_AUTH_HMAC_SHA256 */
+	uint32_t server_id;   /* random per server run (as in HELLO_REPLY) */
+	uint8_t nonce[RKV_AUTH_NONCE_LEN];
+};
+
+struct rkv_msg_auth_response {
+	uint8_t mac[RKV_AUTH_MAC_LEN];
 };
 
 #define RKV_ERROR_TEXT_MAX 200
@@ -179,6 +215,8 @@ struct rkv_msg {
 		struct rkv_msg_error error;
 		struct rkv_msg_counter_open counter_open;
 		struct rkv_msg_counter_reply counter_reply;
+		struct rkv_msg_auth_challenge auth_challenge;
+		struct rkv_msg_auth_response auth_response;
 	} u;
 };
 

@@ -67,7 +67,16 @@ static const struct cfg_row g_rows[] = {
 	{ "counters", T_U64, FIELD(counters), 0, 0, 1 << 20, 0, "4096", "N",
 	  "8-byte counter words for FETCH_ADD (barriers); 0: none" },
 	{ "max-clients", T_U64, FIELD(max_clients), 0, 1, 65536, 0, "1024",
-	  "N", "most clients connected at once" },
+	  "N", "most clients connected at once (beyond: -EUSERS)" },
+	{ "max-chunks", T_U64, FIELD(max_chunks), 0, 1, 1 << 20, 0, "4096",
+	  "N", "chunk grants one client may hold (beyond: -EDQUOT)" },
+	{ "max-inflight", T_U64, FIELD(max_inflight), 0, 1, RKV_CTRL_RECVS_MAX,
+	  0, "8", "N",
+	  "control requests one client may have unanswered (RECVs posted)" },
+	{ "secret-file", T_STR, FIELD(secret_file), CAP(secret_file), 0, 0, 0,
+	  NULL, "FILE",
+	  "shared secret clients must prove (HMAC challenge); mode 0600 or "
+	  "stricter" },
 	{ "device", T_STR, FIELD(device), CAP(device), 0, 0, 0, NULL, "NAME",
 	  "verbs: RDMA device (default: first with an active port)" },
 	{ "port", T_I64, FIELD(port), 0, 0, 255, 0, "0", "N",
@@ -431,7 +440,11 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 		switch (r->type) {
 		case T_ADDR:
 		case T_STR:
-			fprintf(out, "%s", *field ? field : "(auto)");
+			fprintf(out, "%s",
+				*field ? field
+				       : r->off == FIELD(secret_file)
+						 ? "(none: any client is served)"
+						 : "(auto)");
 			break;
 		case T_SIZE:
 			size_str(*(const uint64_t *)(const void *)field, buf,

@@ -3,13 +3,24 @@
  * ctrl.c - the control plane: connections and control messages, served
  * from one thread by a poll loop (rkv_srv_poll).
  *
- * Each connection registers one buffer: RKV_CTRL_RECVS receive buffers,
- * always posted except while their message waits to be served, and
- * RKV_CTRL_SENDS send buffers, each reused only after its SEND completed.
- * A request is served only when a send buffer is free (every request gets
- * exactly one reply), so a client that sends faster than it reaps replies
- * just has its requests wait in the per-connection FIFO; the FIFO cannot
- * overflow because it holds at most the RECVS buffers.
+ * Each connection registers one buffer: --max-inflight (c->nrecvs)
+ * receive buffers, always posted except while their message waits to be
+ * served, and RKV_CTRL_SENDS send buffers, each reused only after its SEND
+ * completed.  A request is served only when a send buffer is free (every
+ * request gets exactly one reply), so a client that sends faster than it
+ * reaps replies just has its requests wait in the per-connection FIFO; the
+ * FIFO cannot overflow because it holds at most the nrecvs buffers.  A
+ * client with more than nrecvs requests unanswered finds no RECV posted:
+ * its SEND waits (receiver not ready) and fails after the transport
+ * timeout.  A client that stops posting RECVs makes the server's replies
+ * fail the same way, and the connection is dropped: per connection, the
+ * server never holds more than its fixed buffers.
+ *
+ * Authentication (cfg.secret_len > 0): HELLO is answered by AUTH_CHALLENGE
+ * (a fresh nonce) and the connection waits in RKV_CONN_AUTH for exactly
+ * one AUTH_RESPONSE; only a correct one gets HELLO_REPLY (rkeys,
+ * addresses).  Anything else counts an authentication failure, is answered
+ * ERROR -EACCES "authentication failed", and closes the connection.
  *
  * wr_id = slot << 32 | (generation & 0xffffff) << 8 | buffer.  A completion
  * whose slot is empty or whose generation differs belongs to a connection
@@ -35,13 +46,13 @@
 #include "rtime.h"
 #include "server_internal.h"
 
-#define NBUFS (RKV_CTRL_RECVS + RKV_CTRL_SENDS)
 #define ACCEPTS_PER_PASS 8
 
 const char *rkv_conn_state_str(enum rkv_conn_state s)
 {
 	switch (s) {
 	case RKV_CONN_HELLO: return "hello";
+	case RKV_CONN_AUTH: return "auth";
 	case RKV_CONN_READY: return "ready";
 	case RKV_CONN_CLOSING: return "closing";
 	}
@@ -88,7 +99,8 @@ static int conn_create(struct rkv_srv *srv, struct rkv_ep *ep, uint32_t slot,
 		       uint64_t now_ms, struct rkv_srv_conn **out)
 {
 	struct rkv_srv_conn *c;
-	struct rkv_recv_wr wr[RKV_CTRL_RECVS];
+	struct rkv_recv_wr wr[RKV_CTRL_RECVS_MAX];
+	unsigned nbufs;
 	int rc;
 
 	c = rkv_calloc(1, sizeof(*c));
@@ -100,20 +112,24 @@ static int conn_create(struct rkv_srv *srv, struct rkv_ep *ep, uint32_t slot,
 	c->gen = ++srv->gens[slot];
 	c->state = RKV_CONN_HELLO;
 	c->since_ms = now_ms;
+	c->nrecvs = (unsigned)srv->cfg.max_inflight;
+	if (c->nrecvs < 1 || c->nrecvs > RKV_CTRL_RECVS_MAX)
+		c->nrecvs = c->nrecvs ? RKV_CTRL_RECVS_MAX : 1;
+	nbufs = c->nrecvs + RKV_CTRL_SENDS;
 	snprintf(c->peer, sizeof(c->peer), "%s", rkv_ep_peer(ep));
-	c->buf = rkv_aligned_alloc(4096, (size_t)NBUFS * RKV_MSG_MAX);
+	c->buf = rkv_aligned_alloc(4096, (size_t)nbufs * RKV_MSG_MAX);
 	if (!c->buf) {
 		rc = -ENOMEM;
 		goto err_free_conn;
 	}
-	memset(c->buf, 0, (size_t)NBUFS * RKV_MSG_MAX);
-	rc = rkv_mr_reg(srv->tp, c->buf, (size_t)NBUFS * RKV_MSG_MAX,
+	memset(c->buf, 0, (size_t)nbufs * RKV_MSG_MAX);
+	rc = rkv_mr_reg(srv->tp, c->buf, (size_t)nbufs * RKV_MSG_MAX,
 			RKV_ACCESS_LOCAL_WRITE, &c->mr);
 	if (rc)
 		goto err_free_buf;
-	for (unsigned i = 0; i < RKV_CTRL_RECVS; i++) {
+	for (unsigned i = 0; i < c->nrecvs; i++) {
 		wr[i] = (struct rkv_recv_wr){
-			.next = i + 1 < RKV_CTRL_RECVS ? &wr[i + 1] : NULL,
+			.next = i + 1 < c->nrecvs ? &wr[i + 1] : NULL,
 			.wr_id = make_wr_id(c, i),
 			.local = buf_of(c, i),
 			.length = RKV_MSG_MAX,
@@ -201,6 +217,16 @@ static void conn_close(struct rkv_srv_conn *c, uint64_t now_ms, int do_rebuild,
 	 * by the generation check */
 	rkv_ep_destroy(c->ep);
 	c->ep = NULL;
+	if (c->state == RKV_CONN_AUTH && do_rebuild) {
+		/* challenged, never answered (or answered with garbage) */
+		srv->auth_failures++;
+		if (rkv_srv_warn_ok(srv, now_ms))
+			rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+				"%s: authentication failed: %s before a "
+				"response",
+				who(c, w, sizeof(w)), why);
+	}
+	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
 	if (c->client_id) {
 		if (c->state == RKV_CONN_READY)
 			srv->nclients--;
@@ -292,9 +318,12 @@ void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms)
 			else if (now_ms - c->err_seen_ms >= RKV_CTRL_ERR_WAIT_MS)
 				conn_close(c, now_ms, 1,
 					   "endpoint in error state");
-		} else if (c->state == RKV_CONN_HELLO &&
-			 now_ms - c->since_ms > RKV_CTRL_HELLO_MS)
-			conn_close(c, now_ms, 1, "no HELLO within %u ms",
+		} else if ((c->state == RKV_CONN_HELLO ||
+			    c->state == RKV_CONN_AUTH) &&
+			   now_ms - c->since_ms > RKV_CTRL_HELLO_MS)
+			conn_close(c, now_ms, 1, "no %s within %u ms",
+				   c->state == RKV_CONN_HELLO ? "HELLO"
+							      : "AUTH_RESPONSE",
 				   RKV_CTRL_HELLO_MS);
 		else if (c->state == RKV_CONN_CLOSING &&
 			 now_ms - c->since_ms > RKV_CTRL_LINGER_MS)
@@ -326,12 +355,12 @@ static int send_reply(struct rkv_srv_conn *c, uint64_t now_ms)
 
 	if (s < 0) /* cannot happen: serve() runs only with a free slot */
 		return -ENOBUFS;
-	b = buf_of(c, RKV_CTRL_RECVS + (unsigned)s);
+	b = buf_of(c, c->nrecvs + (unsigned)s);
 	len = rkv_msg_encode(&srv->rep, b, RKV_MSG_MAX);
 	if (len < 0)
 		return len;
 	struct rkv_wr wr = {
-		.wr_id = make_wr_id(c, RKV_CTRL_RECVS + (unsigned)s),
+		.wr_id = make_wr_id(c, c->nrecvs + (unsigned)s),
 		.opcode = RKV_WR_SEND,
 		.flags = RKV_WR_SIGNALED,
 		.local = b,
@@ -378,6 +407,8 @@ static int error_and_close(struct rkv_srv_conn *c, uint32_t req_id,
 			who(c, w, sizeof(w)), srv->rep.u.error.text);
 	if (c->state == RKV_CONN_READY)
 		srv->nclients--;
+	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
+	c->nonce_live = 0;
 	c->state = RKV_CONN_CLOSING;
 	c->since_ms = now_ms;
 	rc = send_reply(c, now_ms);
@@ -399,7 +430,7 @@ static void copy_name(char *dst, const char *src)
 
 /* ----------------------------------------------------------- requests */
 
-static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg *m)
+static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 {
 	struct rkv_srv *srv = c->srv;
 	struct rkv_msg_hello_reply *r = &srv->rep.u.hello_reply;
@@ -407,7 +438,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg *m)
 	char w[256];
 
 	memset(r, 0, sizeof(*r));
-	if (m->u.hello.flags & RKV_HELLO_READ_ONLY) {
+	if (hm->flags & RKV_HELLO_READ_ONLY) {
 		imr = srv->index_ro_mr;
 		dmr = srv->data_ro_mr;
 		if (!imr || !dmr) {
@@ -415,8 +446,8 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg *m)
 			return;
 		}
 	}
-	copy_name(c->name, m->u.hello.name);
-	c->read_only = !!(m->u.hello.flags & RKV_HELLO_READ_ONLY);
+	copy_name(c->name, hm->name);
+	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
 	c->client_id = srv->next_client_id++;
 	if (!srv->next_client_id)
 		srv->next_client_id = 1;
@@ -460,6 +491,10 @@ static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m)
 	}
 	if (bytes % RKV_BLOCK_ALIGN || bytes > RKV_SRV_CHUNK_MAX) {
 		g->status = -EINVAL;
+		return;
+	}
+	if (c->nchunks >= srv->cfg.max_chunks) {
+		g->status = -EDQUOT; /* --max-chunks: retire one first */
 		return;
 	}
 	if (c->nchunks == c->chunks_cap) {
@@ -553,6 +588,7 @@ static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 	r->rebuilds = st.rebuilds;
 	r->bad_msgs = srv->bad_msgs;
 	r->ctrl_msgs = srv->ctrl_msgs;
+	r->auth_failures = srv->auth_failures;
 }
 
 static void do_counter_open(struct rkv_srv_conn *c, const struct rkv_msg *m)
@@ -582,9 +618,73 @@ static int is_request(unsigned type)
 	case RKV_MSG_CHUNK_RETIRE:
 	case RKV_MSG_STATS:
 	case RKV_MSG_COUNTER_OPEN:
+	case RKV_MSG_AUTH_RESPONSE:
 		return 1;
 	}
 	return 0;
+}
+
+/* A wrong, missing or misplaced response: count, say nothing, close. */
+static int auth_fail(struct rkv_srv_conn *c, uint32_t req_id, uint64_t now_ms,
+		     const char *why)
+{
+	struct rkv_srv *srv = c->srv;
+	char w[256];
+
+	srv->auth_failures++;
+	/* error_and_close logs the warn line (with the peer) */
+	rkv_log(RKV_LOG_DEBUG, RKV_SRV_COMP,
+		"%s (name '%s'): authentication failed: %s",
+		who(c, w, sizeof(w)), c->name, why);
+	return error_and_close(c, req_id, -EACCES, now_ms,
+			       "authentication failed");
+}
+
+/* HELLO with a secret configured: remember it, send a fresh nonce. */
+static int do_challenge(struct rkv_srv_conn *c, const struct rkv_msg *m,
+			uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	struct rkv_msg_auth_challenge *ch = &srv->rep.u.auth_challenge;
+	int rc = rkv_srv_auth_nonce(c->nonce);
+
+	if (rc)
+		return error_and_close(c, m->hdr.req_id, -EAGAIN, now_ms,
+				       "cannot draw a nonce: %s",
+				       strerror(-rc));
+	c->hello = m->u.hello;
+	copy_name(c->name, m->u.hello.name); /* for logs only */
+	c->nonce_live = 1;
+	c->state = RKV_CONN_AUTH;
+	init_rep(srv, RKV_MSG_AUTH_CHALLENGE, m->hdr.req_id);
+	memset(ch, 0, sizeof(*ch));
+	ch->alg = RKV_AUTH_HMAC_SHA256;
+	ch->server_id = srv->server_id;
+	memcpy(ch->nonce, c->nonce, sizeof(ch->nonce));
+	return SERVED;
+}
+
+/* AUTH_RESPONSE in RKV_CONN_AUTH: HELLO_REPLY or ERROR and close. */
+static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
+			    uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	int ok = c->nonce_live &&
+		 rkv_srv_auth_check(&srv->cfg, c->nonce, c->hello.name,
+				    m->u.auth_response.mac);
+
+	/* single use, whatever the outcome */
+	c->nonce_live = 0;
+	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
+	if (!ok)
+		return auth_fail(c, m->hdr.req_id, now_ms, "wrong response");
+	if (srv->nclients >= srv->cfg.max_clients)
+		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
+				       "server full: %u clients",
+				       srv->nclients);
+	init_rep(srv, RKV_MSG_HELLO_REPLY, m->hdr.req_id);
+	do_hello(c, &c->hello);
+	return SERVED;
 }
 
 static int bad_msg(struct rkv_srv_conn *c, uint64_t now_ms, const char *what)
@@ -631,6 +731,11 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		return error_and_close(c, m->hdr.req_id, -EPERM, now_ms,
 				       "%s before HELLO",
 				       rkv_msg_type_str(m->hdr.type));
+	if (c->state == RKV_CONN_AUTH && m->hdr.type != RKV_MSG_AUTH_RESPONSE) {
+		snprintf(what, sizeof(what), "%s instead of AUTH_RESPONSE",
+			 rkv_msg_type_str(m->hdr.type));
+		return auth_fail(c, m->hdr.req_id, now_ms, what);
+	}
 
 	switch (m->hdr.type) {
 	case RKV_MSG_HELLO:
@@ -648,8 +753,31 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 			return error_and_close(c, m->hdr.req_id, -EUSERS,
 					       now_ms, "server full: %u clients",
 					       srv->nclients);
+		if (srv->cfg.secret_len) {
+			if (do_challenge(c, m, now_ms) == CLOSED)
+				return CLOSED;
+			if (c->state == RKV_CONN_CLOSING)
+				return SERVED;
+			break;
+		}
 		init_rep(srv, RKV_MSG_HELLO_REPLY, m->hdr.req_id);
-		do_hello(c, m);
+		do_hello(c, &m->u.hello);
+		break;
+	case RKV_MSG_AUTH_RESPONSE:
+		if (c->state != RKV_CONN_AUTH) { /* READY: already in */
+			init_rep(srv, RKV_MSG_ERROR, m->hdr.req_id);
+			memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
+			srv->rep.u.error.status = -EALREADY;
+			snprintf(srv->rep.u.error.text,
+				 sizeof(srv->rep.u.error.text),
+				 "already connected as client %u",
+				 c->client_id);
+			break;
+		}
+		if (do_auth_response(c, m, now_ms) == CLOSED)
+			return CLOSED;
+		if (c->state == RKV_CONN_CLOSING)
+			return SERVED;
 		break;
 	case RKV_MSG_CHUNK_ALLOC:
 		init_rep(srv, RKV_MSG_CHUNK_GRANT, m->hdr.req_id);
@@ -693,7 +821,7 @@ static int drain(struct rkv_srv_conn *c, uint64_t now_ms)
 	while (c->pend_n && c->state != RKV_CONN_CLOSING && free_send(c) >= 0) {
 		unsigned rb = c->pend[c->pend_head];
 
-		c->pend_head = (c->pend_head + 1) % RKV_CTRL_RECVS;
+		c->pend_head = (c->pend_head + 1) % c->nrecvs;
 		c->pend_n--;
 		if (serve(c, rb, now_ms) == CLOSED)
 			return CLOSED;
@@ -709,28 +837,28 @@ static void on_wc(struct rkv_srv *srv, const struct rkv_wc *wc, uint64_t now_ms)
 	struct rkv_srv_conn *c;
 
 	if (slot >= srv->nslots || !(c = srv->conns[slot]) ||
-	    (c->gen & 0xffffffu) != gen || b >= NBUFS)
+	    (c->gen & 0xffffffu) != gen || b >= c->nrecvs + RKV_CTRL_SENDS)
 		return; /* a closed connection's leftover */
 	if (wc->status != RKV_WC_SUCCESS) {
-		if (b < RKV_CTRL_RECVS && wc->status == RKV_WC_LOC_LEN_ERR) {
+		if (b < c->nrecvs && wc->status == RKV_WC_LOC_LEN_ERR) {
 			bad_msg(c, now_ms, "longer than RKV_MSG_MAX");
 			return;
 		}
 		conn_close(c, now_ms, 1, "%s %s",
-			   b < RKV_CTRL_RECVS ? "RECV" : "SEND",
+			   b < c->nrecvs ? "RECV" : "SEND",
 			   rkv_wc_status_str(wc->status));
 		return;
 	}
-	if (b < RKV_CTRL_RECVS) {
-		if (c->pend_n == RKV_CTRL_RECVS) { /* cannot happen */
+	if (b < c->nrecvs) {
+		if (c->pend_n == c->nrecvs) { /* cannot happen */
 			bad_msg(c, now_ms, "receive FIFO overflow");
 			return;
 		}
 		c->recv_len[b] = wc->byte_len;
-		c->pend[(c->pend_head + c->pend_n) % RKV_CTRL_RECVS] = (uint8_t)b;
+		c->pend[(c->pend_head + c->pend_n) % c->nrecvs] = (uint8_t)b;
 		c->pend_n++;
 	} else {
-		c->send_busy &= ~(1u << (b - RKV_CTRL_RECVS));
+		c->send_busy &= ~(1u << (b - c->nrecvs));
 		if (c->state == RKV_CONN_CLOSING && !c->send_busy) {
 			conn_close(c, now_ms, 1, "after the final reply");
 			return;

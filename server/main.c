@@ -11,7 +11,8 @@
  * latency of a chunk grant.
  *
  * Exit status: 0 after a signal, 1 when the server cannot start, 2 for a
- * bad command line.
+ * bad command line or an unusable --secret-file (unreadable, empty, or
+ * open to group or others).
  */
 #include <errno.h>
 #include <signal.h>
@@ -94,8 +95,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rkv-server: %s\n", err);
 		return 2;
 	}
+	if (cfg.secret_file[0] && rkv_srv_secret_load(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "rkv-server: %s\n", err);
+		return 2;
+	}
 	rkv_log_set_level((enum rkv_log_level)cfg.log_level);
 	rkv_srv_config_print(&cfg, stderr);
+	if (cfg.secret_len && cfg.secret_len < RKV_SRV_SECRET_WEAK)
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"--secret-file: only %zu bytes; a captured challenge "
+			"and response allow guessing a short secret offline "
+			"(use e.g. 32 random bytes)",
+			cfg.secret_len);
 
 	rc = setup_signals();
 	if (rc) {
@@ -103,6 +114,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rc = rkv_srv_create(&cfg, &srv);
+	rkv_srv_wipe(cfg.secret, sizeof(cfg.secret)); /* srv has its copy */
 	if (rc) {
 		fprintf(stderr, "rkv-server: cannot start on %s: %s\n",
 			cfg.listen, strerror(-rc));

@@ -9,6 +9,10 @@
  * time for remote read only: clients that say RKV_HELLO_READ_ONLY get those
  * rkeys, so the NIC (or the software provider) refuses their writes.
  *
+ * With --secret-file, a client gets no rkey or address before it proved
+ * knowledge of the secret (ctrl.c, auth.c); without it, any client that
+ * connects is served, and the server says so at start.
+ *
  * A third, small region holds the counter words (--counters): remote
  * atomic access for every read-write client, named by COUNTER_OPEN.
  *
@@ -158,7 +162,7 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	}
 
 	/* every connection keeps at most RECVS + SENDS WRs outstanding */
-	depth = srv->nslots * (RKV_CTRL_RECVS + RKV_CTRL_SENDS);
+	depth = srv->nslots * ((unsigned)cfg->max_inflight + RKV_CTRL_SENDS);
 	if (depth > (1u << 20))
 		depth = 1u << 20;
 	rc = rkv_cq_create(srv->tp, depth, &srv->cq);
@@ -180,6 +184,13 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 		srv->server_id, cfg->nbuckets, srv->index_len,
 		srv->index_mr->rkey, srv->data_len, srv->data_mr->rkey,
 		rkv_tp_describe(srv->tp));
+	if (cfg->secret_len)
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"clients must authenticate (secret from %s)",
+			cfg->secret_file);
+	else
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"accepting any client (no --secret-file)");
 	*out = srv;
 	return 0;
 
@@ -212,6 +223,7 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 	if (srv->index_mem)
 		rkv_tp_mem_free(srv->tp, srv->index_mem, srv->index_len);
 	rkv_tp_destroy(srv->tp);
+	rkv_srv_wipe(srv->cfg.secret, sizeof(srv->cfg.secret));
 	rkv_free(srv);
 }
 
@@ -275,11 +287,13 @@ void rkv_srv_log_summary(const struct rkv_srv *srv)
 		"stopping after %" PRIu64 " ms: %" PRIu64 " clients, %" PRIu64
 		" control messages, %" PRIu64 " bad messages, %" PRIu64
 		" chunks granted, %" PRIu64 " blocks returned, %" PRIu64
-		" bad extents, %" PRIu64 " rebuilds (%" PRIu64
+		" bad extents, %" PRIu64 " auth failures, %" PRIu64
+		" rebuilds (%" PRIu64
 		" bytes), polls %" PRIu64 " (idle %" PRIu64 "), completions %"
 		PRIu64,
 		rkv_now_ms() - srv->start_ms, srv->clients_total,
 		srv->ctrl_msgs, srv->bad_msgs, st.grants, st.returns,
-		srv->bad_extents, st.rebuilds, st.rebuilt_bytes, srv->polls,
-		srv->idle_polls, srv->completions);
+		srv->bad_extents, srv->auth_failures, st.rebuilds,
+		st.rebuilt_bytes, srv->polls, srv->idle_polls,
+		srv->completions);
 }

@@ -9,6 +9,7 @@
  *   server.c  the server object: transport, registered regions, lifecycle
  *   ctrl.c    the control plane: connections and control messages
  *   counter.c the counter region's name table (COUNTER_OPEN)
+ *   auth.c    the shared secret (--secret-file), nonces, HMAC-SHA256
  *   main.c    the command line, signals and the poll loop
  *
  * The server CPU never executes a get/put/delete/rmw: clients do those with
@@ -40,6 +41,9 @@ extern "C" {
 #define RKV_SRV_ADDR_MAX 300
 #define RKV_SRV_DEVICE_MAX 64
 #define RKV_SRV_CHUNK_MAX (64u << 20) /* largest CHUNK_ALLOC / --chunk */
+#define RKV_SRV_PATH_MAX 256
+#define RKV_SRV_SECRET_MAX 4096       /* bytes of --secret-file */
+#define RKV_SRV_SECRET_WEAK 16        /* shorter secrets get a warning */
 
 struct rkv_srv_config {
 	char listen[RKV_SRV_ADDR_MAX];  /* provider address */
@@ -50,7 +54,10 @@ struct rkv_srv_config {
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
 	uint64_t chunk;                 /* default chunk bytes */
 	uint64_t max_clients;
+	uint64_t max_chunks;            /* chunk grants one client may hold */
+	uint64_t max_inflight;          /* RECVs posted per connection */
 	uint64_t counters;              /* counter words; 0 = no region */
+	char secret_file[RKV_SRV_PATH_MAX]; /* "" = no authentication */
 	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
 	int64_t port;                   /* verbs port; 0 chooses */
 	int64_t gid_index;              /* verbs GID index; -1 chooses */
@@ -58,6 +65,9 @@ struct rkv_srv_config {
 	/* derived by rkv_srv_config_parse */
 	uint64_t nbuckets;              /* effective bucket count */
 	unsigned set_mask;              /* bit i: row i given on the CLI */
+	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: no auth */
+	unsigned char secret[RKV_SRV_SECRET_MAX];
+	size_t secret_len;
 };
 
 /* Fill cfg with the table's defaults (nbuckets derived). */
@@ -82,6 +92,30 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out);
 int rkv_srv_parse_size(const char *s, uint64_t *out);
 /* Next power of two >= max(ceil(keys / 6), 2). */
 uint64_t rkv_srv_buckets_for(uint64_t keys);
+
+/* ------------------------------------------------------------------ auth */
+
+/*
+ * Read the shared secret of cfg->secret_file into cfg->secret: the file's
+ * bytes, one trailing "\n" (or "\r\n") stripped.  Refused (-EPERM) when
+ * the file is readable, writable or executable by group or others
+ * (st_mode & 077), -EINVAL when empty, not a regular file or longer than
+ * RKV_SRV_SECRET_MAX, -errno when unreadable; err gets one line.
+ */
+int rkv_srv_secret_load(struct rkv_srv_config *cfg, char *err, size_t errlen);
+/* Fill nonce with RKV_AUTH_NONCE_LEN bytes from getrandom().  0 or -errno. */
+int rkv_srv_auth_nonce(uint8_t *nonce);
+/*
+ * mac = HMAC-SHA256(secret, nonce || name (RKV_NAME_MAX bytes, as sent in
+ * HELLO) || RKV_AUTH_CONTEXT).  Returns 0 or -EIO (libcrypto failed).
+ */
+int rkv_srv_auth_mac(const unsigned char *secret, size_t secret_len,
+		     const uint8_t *nonce, const char *name, uint8_t *mac);
+/* Whether a response matches (constant time: CRYPTO_memcmp). */
+int rkv_srv_auth_check(const struct rkv_srv_config *cfg, const uint8_t *nonce,
+		       const char *name, const uint8_t *mac);
+/* Wipe n bytes so the compiler cannot drop it (OPENSSL_cleanse). */
+void rkv_srv_wipe(void *p, size_t n);
 
 /* ----------------------------------------------------------------- index */
 
@@ -150,7 +184,8 @@ void rkv_space_get_stats(const struct rkv_space *sp,
 
 /* ---------------------------------------------------------------- server */
 
-#define RKV_CTRL_RECVS 8          /* RECVs posted per connection */
+#define RKV_CTRL_RECVS_MAX 32     /* --max-inflight bound: RECVs posted per
+				   * connection (default 8) */
 #define RKV_CTRL_SENDS 8          /* send buffers per connection */
 #define RKV_CTRL_OVERFLOW 64      /* connections beyond --max-clients that
 				   * are accepted only to be told EUSERS */
@@ -159,12 +194,14 @@ void rkv_space_get_stats(const struct rkv_space *sp,
 #define RKV_CTRL_ERR_WAIT_MS 20  /* dead endpoint: wait for its completion */
 #define RKV_CTRL_WC 32            /* completions per CQ poll */
 #define RKV_CTRL_WARN_PER_S 10    /* warn lines per second, then suppressed */
-_Static_assert(RKV_CTRL_RECVS + RKV_CTRL_SENDS <= 256, "buffer index: 8 bits");
+_Static_assert(RKV_CTRL_RECVS_MAX + RKV_CTRL_SENDS <= 256,
+	       "buffer index: 8 bits");
 _Static_assert(RKV_CTRL_SENDS <= 32, "send slots fit the busy mask");
 
 /* Connection states. */
 enum rkv_conn_state {
 	RKV_CONN_HELLO = 0, /* accepted; only HELLO is allowed */
+	RKV_CONN_AUTH,      /* challenge sent; only AUTH_RESPONSE is allowed */
 	RKV_CONN_READY,     /* HELLO answered: a client with an id */
 	RKV_CONN_CLOSING,   /* final ERROR posted; closed once it completes */
 };
@@ -178,14 +215,18 @@ struct rkv_srv_conn {
 	enum rkv_conn_state state;
 	uint32_t client_id;       /* 0 until HELLO */
 	int read_only;            /* HELLO asked RKV_HELLO_READ_ONLY */
+	struct rkv_msg_hello hello; /* RKV_CONN_AUTH: the HELLO, as sent */
+	uint8_t nonce[RKV_AUTH_NONCE_LEN]; /* RKV_CONN_AUTH: the challenge */
+	int nonce_live;           /* nonce not used yet (single use) */
 	uint64_t since_ms;        /* accept time, or time CLOSING began */
 	uint64_t err_seen_ms;     /* first tick that saw the endpoint dead */
 	char name[RKV_NAME_MAX];  /* from HELLO, printable */
 	char peer[128];
-	char *buf;                /* RECVS then SENDS buffers of RKV_MSG_MAX */
+	unsigned nrecvs;          /* RECV buffers: cfg.max_inflight */
+	char *buf;                /* nrecvs then SENDS buffers of RKV_MSG_MAX */
 	struct rkv_mr *mr;        /* registers buf, local write only */
-	uint32_t recv_len[RKV_CTRL_RECVS]; /* bytes of a completed RECV */
-	uint8_t pend[RKV_CTRL_RECVS];      /* received, not yet served (FIFO) */
+	uint32_t recv_len[RKV_CTRL_RECVS_MAX]; /* bytes of a completed RECV */
+	uint8_t pend[RKV_CTRL_RECVS_MAX];  /* received, not yet served (FIFO) */
 	unsigned pend_head, pend_n;
 	uint32_t send_busy;       /* bit i: send buffer i awaits completion */
 	struct rkv_space_extent *chunks; /* chunks this client holds */
@@ -227,6 +268,7 @@ struct rkv_srv {
 	uint64_t ctrl_msgs;
 	uint64_t bad_msgs;
 	uint64_t bad_extents;
+	uint64_t auth_failures;   /* wrong, missing or abandoned responses */
 	uint64_t polls, idle_polls, completions;
 	/* warn rate limit */
 	uint64_t warn_window_ms;

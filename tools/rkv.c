@@ -7,6 +7,10 @@
  *   rkv ... del KEY
  *   rkv ... stat                 (per-server counters)
  *
+ * --secret-file FILE (default $RKV_SECRET_FILE) answers the challenge of
+ * servers started with --secret-file; --read-only asks for read-only
+ * rkeys (put and del then fail with "Permission denied").
+ *
  * Exit status: 0 success, 1 key not found, 2 any other error, with one
  * line on stderr saying what went wrong.
  */
@@ -23,14 +27,17 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rkv [--servers ADDR[,ADDR...] | --cluster FILE]\n"
-		"           [--timeout MS] [--read-only] COMMAND\n"
+		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
+		"           COMMAND\n"
 		"commands:\n"
 		"  get KEY            print the value (exit 1 if absent)\n"
 		"  put KEY VALUE      store VALUE (\"-\": read stdin)\n"
 		"  del KEY            delete (exit 1 if absent)\n"
 		"  stat               per-server counters\n"
 		"ADDR: tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT\n"
-		"default servers: $RKV_SERVERS, else tcp://127.0.0.1:7000\n");
+		"default servers: $RKV_SERVERS, else tcp://127.0.0.1:7000\n"
+		"default secret file: $RKV_SECRET_FILE (mode 0600 or "
+		"stricter)\n");
 }
 
 static int fail(const char *what, int rc)
@@ -85,12 +92,14 @@ int main(int argc, char **argv)
 		{ "cluster", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "read-only", no_argument, NULL, 'r' },
+		{ "secret-file", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rkv_client_opts opts;
 	struct rkv_client *c = NULL;
 	const char *servers = getenv("RKV_SERVERS"), *cluster = NULL;
+	const char *secret = getenv("RKV_SECRET_FILE");
 	int ch, rc, status = 0;
 
 	rkv_client_opts_init(&opts);
@@ -117,6 +126,9 @@ int main(int argc, char **argv)
 		}
 		case 'r':
 			opts.read_only = 1;
+			break;
+		case 'S':
+			secret = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -152,12 +164,19 @@ int main(int argc, char **argv)
 						   : "tcp://127.0.0.1:7000";
 	}
 	opts.name = "rkv-cli";
+	opts.secret_file = secret && *secret ? secret : NULL;
 	opts.max_inflight = 4;
 	opts.cache_entries = 16;
 	rc = rkv_client_create(&opts, &c);
 	if (rc) {
-		fprintf(stderr, "rkv: cannot connect to %s: %s\n",
-			cluster ? cluster : opts.servers, strerror(-rc));
+		fprintf(stderr, "rkv: cannot connect to %s: %s%s\n",
+			cluster ? cluster : opts.servers, strerror(-rc),
+			rc == -EACCES ? " (authentication failed: wrong or "
+					"no secret; --secret-file or "
+					"$RKV_SECRET_FILE)" :
+			rc == -EPERM && opts.secret_file ?
+					" (secret file open to group or "
+					"others? chmod 600 it)" : "");
 		return 2;
 	}
 	if (!strcmp(cmd, "get")) {
@@ -216,6 +235,7 @@ int main(int argc, char **argv)
 			printf("  rebuilds        %llu\n", (unsigned long long)st.rebuilds);
 			printf("  bad_msgs        %llu\n", (unsigned long long)st.bad_msgs);
 			printf("  ctrl_msgs       %llu\n", (unsigned long long)st.ctrl_msgs);
+			printf("  auth_failures   %llu\n", (unsigned long long)st.auth_failures);
 		}
 	}
 out:

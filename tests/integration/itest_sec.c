@@ -1,0 +1,1066 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * itest_sec.c - security tests against real rkv-server processes on one
+ * provider (--provider tcp|shm|verbs): shared-secret authentication
+ * (right, wrong and missing secrets, a secret file open to others, a
+ * replayed response, garbage and misplaced requests before the response),
+ * least privilege (read-only clients and raw read-only connections that try
+ * WRITE, CAS and FETCH_ADD with the rkeys they were given), and limits
+ * (--max-clients floods, --max-chunks, --max-inflight, and clients that
+ * stop posting RECVs while sending requests).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "log.h"
+#include "msg.h"
+#include "rkv.h"
+#include "rtime.h"
+#include "srv.h"
+#include "test.h"
+#include "transport.h"
+
+static const char *g_prov = "tcp";
+static int g_verbs;
+static char g_dir[256];        /* temporary directory for secret files */
+static char g_secret[300];     /* mode 0600 */
+static char g_wrong[300];      /* mode 0600, another secret */
+static const char k_secret[] = "itest-sec secret 0123456789abcdef";
+
+/* ------------------------------------------------------------ helpers */
+
+static int start(struct test_srv *s, const char *const *extra)
+{
+	int rc = test_srv_start(s, g_prov, extra);
+
+	if (rc)
+		printf("#   cannot start rkv-server (%s): %s\n", g_prov,
+		       strerror(-rc));
+	return rc;
+}
+
+static int start_auth(struct test_srv *s, const char *const *more)
+{
+	const char *extra[16] = { "--secret-file", g_secret };
+	int n = 2;
+
+	for (int i = 0; more && more[i] && n < 15; i++)
+		extra[n++] = more[i];
+	extra[n] = NULL;
+	return start(s, extra);
+}
+
+static char g_log[1024]; /* last error the client logged */
+
+static void log_cb(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level >= 3)
+		snprintf(g_log, sizeof(g_log), "%s", msg);
+}
+
+static int connect_c(const char *addr, const char *secret_file, int ro,
+		     struct rkv_client **out)
+{
+	struct rkv_client_opts o;
+
+	rkv_client_opts_init(&o);
+	o.servers = addr;
+	o.timeout_ms = 5000;
+	o.secret_file = secret_file;
+	o.read_only = ro;
+	o.log_fn = log_cb;
+	g_log[0] = '\0';
+	*out = NULL;
+	return rkv_client_create(&o, out);
+}
+
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	return chmod(path, mode) ? -errno : 0;
+}
+
+static int kput(struct rkv_client *c, const char *k, const char *v)
+{
+	return rkv_put(c, k, strlen(k), v, strlen(v));
+}
+
+static int kget(struct rkv_client *c, const char *k, char *buf, size_t cap)
+{
+	size_t len = 0;
+	int rc = rkv_get(c, k, strlen(k), buf, cap - 1, &len);
+
+	buf[rc == 0 ? len : 0] = '\0';
+	return rc;
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* ------------------------------------------------ raw transport client */
+
+#define RAW_RECVS 8
+
+/* A transport-level client speaking raw control messages and one-sided
+ * operations. */
+struct raw {
+	struct rkv_tp *tp;
+	struct rkv_cq *cq;
+	struct rkv_ep *ep;
+	struct rkv_mr *mr;
+	unsigned next_recv;       /* next RECV buffer to complete */
+	uint32_t req_id;
+	char send[RKV_MSG_MAX];
+	char recv[RAW_RECVS][RKV_MSG_MAX];
+	char data[8192];          /* READ destination / WRITE source */
+	uint64_t word;            /* CAS / FETCH_ADD result */
+};
+
+static int raw_open(struct raw *r, const char *addr, unsigned nrecv)
+{
+	struct rkv_tp_opts o;
+	struct rkv_tp_addr a;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rkv_tp_addr_parse(addr, &a);
+	rkv_tp_opts_init(&o);
+	o.provider = a.provider;
+	o.timeout_ms = 1000;
+	rc = rkv_tp_create(&o, &r->tp);
+	if (!rc)
+		rc = rkv_cq_create(r->tp, 512, &r->cq);
+	if (!rc)
+		rc = rkv_mr_reg(r->tp, r, sizeof(*r), RKV_ACCESS_LOCAL_WRITE,
+				&r->mr);
+	if (!rc)
+		rc = rkv_connect(r->tp, addr, r->cq, 3000, &r->ep);
+	for (unsigned i = 0; !rc && i < nrecv && i < RAW_RECVS; i++) {
+		struct rkv_recv_wr rw = { .wr_id = 100 + i,
+					  .local = r->recv[i],
+					  .length = RKV_MSG_MAX,
+					  .lkey = r->mr->lkey };
+		rc = rkv_post_recv(r->ep, &rw, NULL);
+	}
+	return rc;
+}
+
+static void raw_close(struct raw *r)
+{
+	rkv_ep_destroy(r->ep);
+	rkv_mr_dereg(r->mr);
+	rkv_cq_destroy(r->cq);
+	rkv_tp_destroy(r->tp);
+	memset(r, 0, sizeof(*r));
+}
+
+static int raw_send_bytes(struct raw *r, const void *b, size_t n)
+{
+	struct rkv_wr w = { .wr_id = 1, .opcode = RKV_WR_SEND,
+			    .flags = RKV_WR_SIGNALED, .local = r->send,
+			    .length = (uint32_t)n, .lkey = r->mr->lkey };
+
+	memcpy(r->send, b, n);
+	return rkv_post(r->ep, &w, NULL);
+}
+
+static int raw_send(struct raw *r, struct rkv_msg *m)
+{
+	char wire[RKV_MSG_MAX];
+	int n;
+
+	m->hdr.req_id = ++r->req_id;
+	n = rkv_msg_encode(m, wire, sizeof(wire));
+	if (n < 0)
+		return n;
+	return raw_send_bytes(r, wire, (size_t)n);
+}
+
+/* Wait for the next received message: 0, -ECONNRESET, -ETIMEDOUT, or a
+ * decode error. */
+static int raw_wait(struct raw *r, struct rkv_msg *out, int wait_ms)
+{
+	uint64_t end = rkv_now_ms() + (uint64_t)wait_ms;
+
+	while (rkv_now_ms() < end) {
+		struct rkv_wc wc[1];
+		int k = rkv_cq_poll(r->cq, wc, 1); /* one: keep the rest */
+
+		for (int i = 0; i < k; i++) {
+			if (wc[i].status != RKV_WC_SUCCESS)
+				return -ECONNRESET;
+			if (wc[i].wr_id >= 100) {
+				unsigned b = (unsigned)(wc[i].wr_id - 100);
+
+				r->next_recv = b + 1;
+				return rkv_msg_decode(r->recv[b],
+						      wc[i].byte_len, out);
+			}
+		}
+		if (rkv_ep_state(r->ep) == RKV_EP_ERROR)
+			return -ECONNRESET;
+		if (!k)
+			usleep(200);
+	}
+	return -ETIMEDOUT;
+}
+
+static int raw_call(struct raw *r, struct rkv_msg *m, struct rkv_msg *out)
+{
+	int rc = raw_send(r, m);
+
+	return rc ? rc : raw_wait(r, out, 3000);
+}
+
+static int raw_hello(struct raw *r, unsigned flags, const char *name,
+		     struct rkv_msg *out)
+{
+	struct rkv_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO;
+	m.u.hello.flags = flags;
+	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s", name);
+	return raw_call(r, &m, out);
+}
+
+static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
+{
+	unsigned char msg[RKV_AUTH_NONCE_LEN + RKV_NAME_MAX + 11];
+	char name[RKV_NAME_MAX] = { 0 };
+	unsigned len = 0;
+
+	snprintf(name, sizeof(name), "%s", name_in);
+	memcpy(msg, nonce, RKV_AUTH_NONCE_LEN);
+	memcpy(msg + RKV_AUTH_NONCE_LEN, name, RKV_NAME_MAX);
+	memcpy(msg + RKV_AUTH_NONCE_LEN + RKV_NAME_MAX, "rkv-auth-v1", 11);
+	HMAC(EVP_sha256(), k_secret, (int)strlen(k_secret), msg, sizeof(msg),
+	     mac, &len);
+}
+
+/* One one-sided WR, signaled; returns its completion status. */
+static int raw_onesided(struct raw *r, enum rkv_wr_opcode op, uint64_t addr,
+			uint32_t rkey, uint32_t len, uint64_t cmp,
+			uint64_t swap)
+{
+	int atomic = op == RKV_WR_CAS || op == RKV_WR_FETCH_ADD;
+	struct rkv_wr w = { .wr_id = 7, .opcode = op,
+			    .flags = RKV_WR_SIGNALED,
+			    .local = atomic ? (void *)&r->word : r->data,
+			    .length = atomic ? 8 : len, .lkey = r->mr->lkey,
+			    .remote_addr = addr, .rkey = rkey,
+			    .compare_add = cmp, .swap = swap };
+	uint64_t end = rkv_now_ms() + 5000;
+	int rc = rkv_post(r->ep, &w, NULL);
+
+	if (rc)
+		return rc < 0 ? 1000 : rc;
+	while (rkv_now_ms() < end) {
+		struct rkv_wc wc[4];
+		int k = rkv_cq_poll(r->cq, wc, 4);
+
+		for (int i = 0; i < k; i++)
+			if (wc[i].wr_id == 7)
+				return (int)wc[i].status;
+	}
+	return 999;
+}
+
+/* -------------------------------------------------------- authentication */
+
+static void t_auth_secret(void)
+{
+	struct test_srv s;
+	struct rkv_client *c = NULL, *c2 = NULL;
+	struct rkv_client_opts o;
+	struct rkv_server_stats st;
+	char buf[64];
+	int rc;
+
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	/* the right secret, from a file */
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
+	EXPECT_EQ(kput(c, "k", "v1"), 0);
+	EXPECT_EQ(kget(c, "k", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "v1");
+	/* the right secret, as bytes */
+	rkv_client_opts_init(&o);
+	o.servers = s.addr;
+	o.secret = k_secret;
+	o.secret_len = strlen(k_secret);
+	EXPECT_EQ(rkv_client_create(&o, &c2), 0);
+	if (c2) {
+		EXPECT_EQ(kget(c2, "k", buf, sizeof(buf)), 0);
+		rkv_client_destroy(c2);
+		c2 = NULL;
+	}
+	/* a wrong secret */
+	rc = connect_c(s.addr, g_wrong, 0, &c2);
+	EXPECT_EQ(rc, -EACCES);
+	EXPECT_TRUE(c2 == NULL);
+	EXPECT_TRUE(strstr(g_log, "authentication failed") != NULL);
+	printf("#   wrong secret: %s\n", g_log);
+	/* no secret at all */
+	rc = connect_c(s.addr, NULL, 0, &c2);
+	EXPECT_EQ(rc, -EACCES);
+	EXPECT_TRUE(strstr(g_log, "requires authentication") != NULL);
+	printf("#   no secret: %s\n", g_log);
+	/* both of them counted (the second when its connection closes) */
+	int ok = 0;
+
+	for (int i = 0; i < 50 && !ok; i++) {
+		EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+		ok = st.auth_failures == 2;
+		if (!ok)
+			usleep(100 * 1000);
+	}
+	EXPECT_EQ(st.auth_failures, 2);
+	EXPECT_EQ(st.clients, 1);
+	/* the authenticated client is unaffected */
+	EXPECT_EQ(kget(c, "k", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "v1");
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+
+	/* a client with a secret talks to a server without one */
+	ASSERT_EQ(start(&s, NULL), 0);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
+	if (c)
+		EXPECT_EQ(kput(c, "k", "v"), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* Run rkv-server with a bad --secret-file: exit 2, one line on stderr. */
+static int server_exit(const char *secret_file, char *err, size_t errlen)
+{
+	char path[600], listen[300], tmp[300];
+	int st = -1;
+
+	snprintf(path, sizeof(path), "%s/rkv-server", test_bin_dir());
+	snprintf(tmp, sizeof(tmp), "%s/stderr", g_dir);
+	test_srv_listen_addr(g_prov, listen, sizeof(listen));
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int nul = open("/dev/null", O_RDWR);
+
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(fd, 2);
+		execl(path, path, "--listen", listen, "--secret-file",
+		      secret_file, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		usleep(10000);
+		if (i == 499) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+	}
+	FILE *f = fopen(tmp, "r");
+
+	err[0] = '\0';
+	if (f) {
+		size_t n = fread(err, 1, errlen - 1, f);
+
+		err[n] = '\0';
+		fclose(f);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void t_secret_file_checks(void)
+{
+	char p644[300], p640[300], empty[300], nl[300], err[512];
+	struct rkv_client *c = NULL;
+
+	snprintf(p644, sizeof(p644), "%s/world", g_dir);
+	snprintf(p640, sizeof(p640), "%s/group", g_dir);
+	snprintf(empty, sizeof(empty), "%s/empty", g_dir);
+	snprintf(nl, sizeof(nl), "%s/newline", g_dir);
+	ASSERT_EQ(write_file(p644, k_secret, 0644), 0);
+	ASSERT_EQ(write_file(p640, k_secret, 0640), 0);
+	ASSERT_EQ(write_file(empty, "\n", 0600), 0);
+	EXPECT_EQ(server_exit(p644, err, sizeof(err)), 2);
+	printf("#   %s", err);
+	EXPECT_TRUE(strstr(err, "chmod 600") != NULL);
+	EXPECT_TRUE(strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+	EXPECT_EQ(server_exit(p640, err, sizeof(err)), 2);
+	EXPECT_EQ(server_exit(empty, err, sizeof(err)), 2);
+	EXPECT_TRUE(strstr(err, "empty") != NULL);
+	snprintf(nl, sizeof(nl), "%s/absent", g_dir);
+	EXPECT_EQ(server_exit(nl, err, sizeof(err)), 2);
+	/* the client refuses such a file too */
+	EXPECT_EQ(connect_c("tcp://127.0.0.1:1", p644, 0, &c), -EPERM);
+	EXPECT_TRUE(strstr(g_log, "chmod 600") != NULL);
+	/* a trailing newline is not part of the secret */
+	struct test_srv s;
+
+	snprintf(nl, sizeof(nl), "%s/newline", g_dir);
+	char text[128];
+
+	snprintf(text, sizeof(text), "%s\n", k_secret);
+	ASSERT_EQ(write_file(nl, text, 0600), 0);
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	EXPECT_EQ(connect_c(s.addr, nl, 0, &c), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* A response is bound to its connection's nonce: replaying it elsewhere
+ * fails; nothing about the regions is sent before success. */
+static void t_replay(void)
+{
+	struct test_srv s;
+	struct raw r1, r2;
+	struct rkv_msg m, d1, d2, d;
+	uint8_t mac[RKV_AUTH_MAC_LEN];
+
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(raw_open(&r2, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&r1, 0, "replay", &d1), 0);
+	ASSERT_EQ(raw_hello(&r2, 0, "replay", &d2), 0);
+	ASSERT_EQ(d1.hdr.type, RKV_MSG_AUTH_CHALLENGE);
+	ASSERT_EQ(d2.hdr.type, RKV_MSG_AUTH_CHALLENGE);
+	EXPECT_EQ(d1.u.auth_challenge.alg, RKV_AUTH_HMAC_SHA256);
+	EXPECT_TRUE(memcmp(d1.u.auth_challenge.nonce, d2.u.auth_challenge.nonce,
+			   RKV_AUTH_NONCE_LEN) != 0);
+	/* the response for nonce A, replayed on connection 2 */
+	mac_of(d1.u.auth_challenge.nonce, "replay", mac);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
+	ASSERT_EQ(raw_call(&r2, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+	EXPECT_EQ(d.u.error.status, -EACCES);
+	EXPECT_STREQ(d.u.error.text, "authentication failed");
+	EXPECT_TRUE(raw_wait(&r2, &d, 3000) == -ECONNRESET); /* closed */
+	raw_close(&r2);
+	/* on connection 1 it is right (it was a real response) */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
+	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+	EXPECT_EQ(d.u.hello_reply.status, 0);
+	EXPECT_EQ(d.u.hello_reply.server_id, d1.u.auth_challenge.server_id);
+	/* and once in, a second response changes nothing */
+	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+	EXPECT_EQ(d.u.error.status, -EALREADY);
+	raw_close(&r1);
+
+	/* the same name with a response computed for another name fails */
+	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&r1, 0, "alice", &d1), 0);
+	ASSERT_EQ(d1.hdr.type, RKV_MSG_AUTH_CHALLENGE);
+	mac_of(d1.u.auth_challenge.nonce, "mallory", mac);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
+	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	EXPECT_EQ(d.u.error.status, -EACCES);
+	raw_close(&r1);
+
+	/* any request other than the response is an authentication failure */
+	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&r1, 0, "eager", &d1), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+	EXPECT_EQ(d.u.error.status, -EACCES);
+	raw_close(&r1);
+	/* a response before HELLO */
+	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
+	EXPECT_EQ(d.u.error.status, -EPERM);
+	raw_close(&r1);
+
+	struct rkv_client *c = NULL;
+	struct rkv_server_stats st;
+
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
+	EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+	EXPECT_EQ(st.auth_failures, 3);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_garbage_before_auth(void)
+{
+	struct test_srv s;
+	struct rkv_client *c = NULL;
+	struct raw r;
+	struct rkv_msg d;
+	unsigned char junk[300];
+	char buf[16];
+
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
+	EXPECT_EQ(kput(c, "keep", "me"), 0);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 29 + 3);
+	/* garbage instead of HELLO */
+	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	EXPECT_EQ(raw_send_bytes(&r, junk, sizeof(junk)), 0);
+	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
+	raw_close(&r);
+	/* garbage instead of the response */
+	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&r, 0, "junk", &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_AUTH_CHALLENGE);
+	EXPECT_EQ(raw_send_bytes(&r, junk, sizeof(junk)), 0);
+	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
+	raw_close(&r);
+	/* a truncated response */
+	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&r, 0, "short", &d), 0);
+	{
+		struct rkv_msg m;
+		char wire[RKV_MSG_MAX];
+
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+		int n = rkv_msg_encode(&m, wire, sizeof(wire));
+
+		EXPECT_EQ(raw_send_bytes(&r, wire, (size_t)n - 1), 0);
+	}
+	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
+	raw_close(&r);
+	EXPECT_EQ(kget(c, "keep", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "me");
+	struct rkv_server_stats st;
+	int ok = 0;
+
+	for (int i = 0; i < 30 && !ok; i++) {
+		EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+		ok = st.bad_msgs >= 3 && st.auth_failures >= 2;
+		if (!ok)
+			usleep(100 * 1000);
+	}
+	EXPECT_TRUE(ok);
+	EXPECT_EQ(st.clients, 1);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* --------------------------------------------------------- least privilege */
+
+static int keep_fn(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg)
+{
+	(void)old;
+	(void)old_len;
+	(void)cap;
+	memcpy(out, "rmw", 3);
+	*out_len = 3;
+	*(int *)arg += 1;
+	return RKV_RMW_WRITE;
+}
+
+static void t_read_only_client(void)
+{
+	struct test_srv s;
+	struct rkv_client *rw = NULL, *ro = NULL;
+	char buf[64];
+	int calls = 0;
+
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rw), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 1, &ro), 0);
+	EXPECT_EQ(kput(rw, "a", "old-a"), 0);
+	EXPECT_EQ(kput(rw, "b", "old-b"), 0);
+	EXPECT_EQ(kget(ro, "a", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-a");
+	uint64_t t0 = rkv_now_ms();
+
+	EXPECT_EQ(kput(ro, "a", "new"), -EACCES);
+	EXPECT_EQ(kput(ro, "fresh", "new"), -EACCES);
+	EXPECT_EQ(rkv_delete(ro, "b", 1), -EACCES);
+	EXPECT_EQ(rkv_rmw(ro, "a", 1, keep_fn, &calls), -EACCES);
+	EXPECT_EQ(calls, 0);
+	EXPECT_TRUE(rkv_now_ms() - t0 < 1000); /* promptly */
+	/* nothing changed; the read-only client still reads */
+	EXPECT_EQ(kget(rw, "a", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-a");
+	EXPECT_EQ(kget(rw, "b", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-b");
+	EXPECT_EQ(kget(rw, "fresh", buf, sizeof(buf)), -ENOENT);
+	EXPECT_EQ(kget(ro, "b", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-b");
+	rkv_client_destroy(ro);
+	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* Connect read-only (raw) and take the geometry from HELLO_REPLY. */
+static int ro_conn(struct raw *r, const char *addr,
+		   struct rkv_msg_hello_reply *h)
+{
+	struct rkv_msg m, d;
+	int rc = raw_open(r, addr, 4);
+
+	if (!rc)
+		rc = raw_hello(r, RKV_HELLO_READ_ONLY, "ro-raw", &d);
+	if (!rc && d.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+		mac_of(d.u.auth_challenge.nonce, "ro-raw",
+		       m.u.auth_response.mac);
+		rc = raw_call(r, &m, &d);
+	}
+	if (!rc && (d.hdr.type != RKV_MSG_HELLO_REPLY ||
+		    d.u.hello_reply.status))
+		rc = -EPROTO;
+	if (!rc)
+		*h = d.u.hello_reply;
+	return rc;
+}
+
+static void t_read_only_raw(void)
+{
+	const char *more[] = { "--buckets", "64", "--memory", "4M", NULL };
+	struct test_srv s;
+	struct rkv_client *rw = NULL;
+	struct rkv_msg_hello_reply h, h2;
+	struct raw r;
+	static char idx0[4096], idx1[4096], blk0[512];
+	char buf[64];
+	uint64_t word = 0, blk_addr;
+	unsigned wi = 0;
+
+	ASSERT_EQ(start_auth(&s, more), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rw), 0);
+	EXPECT_EQ(kput(rw, "victim", "precious"), 0);
+	ASSERT_EQ(ro_conn(&r, s.addr, &h), 0);
+	EXPECT_EQ(h.counters_count, 0); /* no counter region for read-only */
+	ASSERT_EQ(h.nbuckets * 64, sizeof(idx0));
+	/* reading is allowed: find the victim's slot */
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, h.index_addr, h.index_rkey,
+			       sizeof(idx0), 0, 0), RKV_WC_SUCCESS);
+	memcpy(idx0, r.data, sizeof(idx0));
+	for (unsigned i = 0; i < sizeof(idx0) / 8 && !word; i++) {
+		memcpy(&word, idx0 + i * 8, 8);
+		wi = i;
+	}
+	ASSERT_TRUE(word != 0);
+	blk_addr = h.data_addr + (word & ((1ull << 34) - 1)) * 64;
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
+			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
+	memcpy(blk0, r.data, sizeof(blk0));
+	raw_close(&r);
+	/* each forbidden operation on a fresh connection (an error
+	 * completion puts the endpoint in error) */
+	struct {
+		enum rkv_wr_opcode op;
+		int data;
+	} tries[] = { { RKV_WR_WRITE, 0 }, { RKV_WR_CAS, 0 },
+		      { RKV_WR_FETCH_ADD, 0 }, { RKV_WR_WRITE, 1 },
+		      { RKV_WR_CAS, 1 }, { RKV_WR_FETCH_ADD, 1 } };
+
+	for (size_t t = 0; t < sizeof(tries) / sizeof(tries[0]); t++) {
+		ASSERT_EQ(ro_conn(&r, s.addr, &h2), 0);
+		EXPECT_EQ(h2.index_rkey, h.index_rkey);
+		uint64_t addr = tries[t].data ? blk_addr
+					      : h.index_addr + wi * 8ull;
+		uint32_t rkey = tries[t].data ? h.data_rkey : h.index_rkey;
+
+		memset(r.data, 0x5a, 64);
+		int st = raw_onesided(&r, tries[t].op, addr, rkey, 64,
+				      tries[t].op == RKV_WR_CAS ? word : 1,
+				      0);
+
+		if (st != RKV_WC_REM_ACCESS_ERR)
+			printf("#   %s on %s: %s\n",
+			       rkv_wr_opcode_str(tries[t].op),
+			       tries[t].data ? "data" : "index",
+			       rkv_wc_status_str((enum rkv_wc_status)st));
+		EXPECT_EQ(st, RKV_WC_REM_ACCESS_ERR);
+		raw_close(&r);
+	}
+	/* memory unchanged */
+	ASSERT_EQ(ro_conn(&r, s.addr, &h2), 0);
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, h.index_addr, h.index_rkey,
+			       sizeof(idx1), 0, 0), RKV_WC_SUCCESS);
+	memcpy(idx1, r.data, sizeof(idx1));
+	EXPECT_TRUE(memcmp(idx0, idx1, sizeof(idx0)) == 0);
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
+			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
+	EXPECT_TRUE(memcmp(blk0, r.data, sizeof(blk0)) == 0);
+	raw_close(&r);
+	EXPECT_EQ(kget(rw, "victim", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "precious");
+	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------------ limits */
+
+static void t_max_clients(void)
+{
+	const char *more[] = { "--max-clients", "4", NULL };
+	struct test_srv s;
+	struct rkv_client *c[6] = { NULL };
+	struct raw idle[10];
+	int rc;
+
+	ASSERT_EQ(start_auth(&s, more), 0);
+	/* connections that never say HELLO do not count as clients */
+	for (int i = 0; i < 10; i++)
+		ASSERT_EQ(raw_open(&idle[i], s.addr, 1), 0);
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[i]), 0);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[4]), -EUSERS);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 1, &c[5]), -EUSERS);
+	printf("#   fifth client: %s\n", g_log);
+	for (int i = 0; i < 10; i++)
+		raw_close(&idle[i]);
+	/* the full server still serves its clients */
+	if (c[0])
+		EXPECT_EQ(kput(c[0], "x", "1"), 0);
+	rkv_client_destroy(c[1]);
+	rkv_client_destroy(c[2]);
+	c[1] = c[2] = NULL;
+	rc = -1;
+	for (int i = 0; i < 50 && rc; i++) {
+		rc = connect_c(s.addr, g_secret, 0, &c[1]);
+		if (rc)
+			usleep(100 * 1000);
+	}
+	EXPECT_EQ(rc, 0);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[2]), 0);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[4]), -EUSERS);
+	for (int i = 0; i < 6; i++)
+		rkv_client_destroy(c[i]);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_max_chunks(void)
+{
+	const char *more[] = { "--max-chunks", "2", "--chunk", "64K", NULL };
+	struct test_srv s;
+	struct rkv_msg_hello_reply h;
+	struct rkv_msg m, d;
+	struct rkv_client *c = NULL;
+	struct raw r;
+	uint64_t off[3] = { 0 };
+	static char val[8000];
+	char k[32];
+
+	ASSERT_EQ(start_auth(&s, more), 0);
+	/* a raw read-write client: two grants, then EDQUOT */
+	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	{
+		struct rkv_msg hm;
+
+		ASSERT_EQ(raw_hello(&r, 0, "chunky", &hm), 0);
+		ASSERT_EQ(hm.hdr.type, RKV_MSG_AUTH_CHALLENGE);
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+		mac_of(hm.u.auth_challenge.nonce, "chunky",
+		       m.u.auth_response.mac);
+		ASSERT_EQ(raw_call(&r, &m, &d), 0);
+		ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+		h = d.u.hello_reply;
+		(void)h;
+	}
+	/* the raw client posted 4 RECVs; the challenge and HELLO_REPLY used
+	 * buffers 0 and 1: repost them (RECVs complete in posting order) */
+	for (unsigned i = 0; i < 2; i++) {
+		struct rkv_recv_wr rw = { .wr_id = 100 + i, .local = r.recv[i],
+					  .length = RKV_MSG_MAX,
+					  .lkey = r.mr->lkey };
+
+		EXPECT_EQ(rkv_post_recv(r.ep, &rw, NULL), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+		ASSERT_EQ(raw_call(&r, &m, &d), 0);
+		ASSERT_EQ(d.hdr.type, RKV_MSG_CHUNK_GRANT);
+		EXPECT_EQ(d.u.chunk_grant.status, i < 2 ? 0 : -EDQUOT);
+		off[i] = d.u.chunk_grant.offset;
+	}
+	/* retire one, and the next grant works */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_CHUNK_RETIRE;
+	m.u.chunk_retire.offset = off[0];
+	m.u.chunk_retire.len = 64 << 10;
+	ASSERT_EQ(raw_call(&r, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_ACK);
+	EXPECT_EQ(d.u.ack.status, 0);
+	{
+		struct rkv_recv_wr a = { .wr_id = 102, .local = r.recv[2],
+					 .length = RKV_MSG_MAX,
+					 .lkey = r.mr->lkey };
+		struct rkv_recv_wr b = { .wr_id = 103, .local = r.recv[3],
+					 .length = RKV_MSG_MAX,
+					 .lkey = r.mr->lkey };
+		EXPECT_EQ(rkv_post_recv(r.ep, &a, NULL), 0);
+		EXPECT_EQ(rkv_post_recv(r.ep, &b, NULL), 0);
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+	ASSERT_EQ(raw_call(&r, &m, &d), 0);
+	EXPECT_EQ(d.u.chunk_grant.status, 0);
+	raw_close(&r);
+	/* librkv retires full chunks before asking for more: many chunks'
+	 * worth of puts work under the limit */
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
+	int rc = 0, n;
+
+	for (n = 0; n < 60 && !rc; n++) {
+		snprintf(k, sizeof(k), "v%d", n);
+		memset(val, 'a' + n % 26, sizeof(val));
+		rc = rkv_put(c, k, strlen(k), val, sizeof(val));
+	}
+	EXPECT_EQ(rc, 0);
+	struct rkv_client_stats cs;
+
+	rkv_client_stats(c, &cs);
+	printf("#   60 puts of 8000 bytes with --max-chunks 2: %llu chunks\n",
+	       (unsigned long long)cs.chunks);
+	EXPECT_TRUE(cs.chunks >= 5);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_max_inflight(void)
+{
+	const char *more[] = { "--max-inflight", "2", NULL };
+	struct test_srv s;
+	struct rkv_client *c = NULL;
+	struct rkv_msg m, d;
+	struct raw r;
+	char buf[16];
+
+	ASSERT_EQ(start(&s, more), 0);
+	/* librkv keeps working (it has at most 4 requests out; the extra
+	 * ones wait for a RECV) */
+	ASSERT_EQ(connect_c(s.addr, NULL, 0, &c), 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(buf, sizeof(buf), "%d", i);
+		EXPECT_EQ(kput(c, buf, buf), 0);
+	}
+	struct rkv_server_stats st;
+
+	EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+	/* a raw client with 6 requests out and RECVs for all replies */
+	ASSERT_EQ(raw_open(&r, s.addr, 8), 0);
+	ASSERT_EQ(raw_hello(&r, 0, "burst", &d), 0);
+	int sent = 0, got = 0;
+
+	for (int i = 0; i < 6; i++) {
+		struct rkv_wr w = { .wr_id = 1, .opcode = RKV_WR_SEND,
+				    .flags = RKV_WR_SIGNALED,
+				    .local = r.send, .lkey = r.mr->lkey };
+
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_STATS;
+		m.hdr.req_id = 50 + (uint32_t)i;
+		w.length = (uint32_t)rkv_msg_encode(&m, r.send, RKV_MSG_MAX);
+		if (rkv_post(r.ep, &w, NULL) == 0)
+			sent++;
+	}
+	for (int i = 0; i < sent; i++)
+		if (raw_wait(&r, &d, 5000) == 0 &&
+		    d.hdr.type == RKV_MSG_STATS_REPLY)
+			got++;
+	printf("#   --max-inflight 2: %d requests sent at once, %d answered\n",
+	       sent, got);
+	EXPECT_EQ(sent, 6);
+	EXPECT_EQ(got, 6);
+	raw_close(&r);
+	EXPECT_EQ(kget(c, "7", buf, sizeof(buf)), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* Clients that post no RECV after HELLO and keep sending requests: the
+ * server's replies fail after the transport timeout and it drops them; it
+ * serves others meanwhile and its memory stays bounded. */
+static void t_silent_clients(void)
+{
+	enum { NSILENT = 6, NREQ = 60 };
+	struct test_srv s;
+	struct rkv_client *c = NULL;
+	static struct raw r[NSILENT];
+	struct rkv_msg m, d;
+	struct rkv_server_stats st;
+	char buf[32];
+	long rss0, rss1;
+	uint64_t worst = 0, t0;
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	ASSERT_EQ(connect_c(s.addr, NULL, 0, &c), 0);
+	EXPECT_EQ(kput(c, "alive", "yes"), 0);
+	rss0 = rss_kb(s.pid);
+	for (int i = 0; i < NSILENT; i++) {
+		ASSERT_EQ(raw_open(&r[i], s.addr, 1), 0);
+		ASSERT_EQ(raw_hello(&r[i], 0, "silent", &d), 0);
+		EXPECT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_STATS;
+		int n = rkv_msg_encode(&m, r[i].send, RKV_MSG_MAX);
+
+		/* even: a flood (its own SENDs find no RECV: RNR); odd: a
+		 * few requests that land, whose replies find no RECV */
+		int nreq = i % 2 ? 4 : NREQ;
+
+		for (int k = 0; k < nreq; k++) {
+			struct rkv_wr w = { .wr_id = 1,
+					    .opcode = RKV_WR_SEND,
+					    .local = r[i].send,
+					    .length = (uint32_t)n,
+					    .lkey = r[i].mr->lkey,
+					    .flags = k % 16 == 15
+							     ? RKV_WR_SIGNALED
+							     : 0 };
+			if (rkv_post(r[i].ep, &w, NULL))
+				break;
+		}
+	}
+	/* the server keeps serving the others */
+	t0 = rkv_now_ms();
+	int gone = 0;
+
+	while (rkv_now_ms() - t0 < (g_verbs ? 30000u : 12000u)) {
+		for (int i = 0; i < NSILENT; i++) {
+			struct rkv_wc wc[16];
+
+			(void)rkv_cq_poll(r[i].cq, wc, 16); /* reap, no RECV */
+		}
+		uint64_t a = rkv_now_ms();
+
+		EXPECT_EQ(kget(c, "alive", buf, sizeof(buf)), 0);
+		EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
+		uint64_t b = rkv_now_ms() - a;
+
+		if (b > worst)
+			worst = b;
+		if (st.clients == 1) {
+			gone = 1;
+			break;
+		}
+		usleep(20 * 1000);
+	}
+	rss1 = rss_kb(s.pid);
+	printf("#   silent clients dropped after %llu ms (%d); slowest get+stats "
+	       "%llu ms; server RSS %ld -> %ld KiB\n",
+	       (unsigned long long)(rkv_now_ms() - t0), gone,
+	       (unsigned long long)worst, rss0, rss1);
+	EXPECT_TRUE(gone);
+	EXPECT_TRUE(worst < 1000);
+	if (rss0 > 0 && rss1 > 0)
+		EXPECT_TRUE(rss1 - rss0 < 64 * 1024);
+	for (int i = 0; i < NSILENT; i++)
+		raw_close(&r[i]);
+	/* and new clients are served */
+	struct rkv_client *c2 = NULL;
+
+	EXPECT_EQ(connect_c(s.addr, NULL, 0, &c2), 0);
+	if (c2)
+		EXPECT_EQ(kget(c2, "alive", buf, sizeof(buf)), 0);
+	rkv_client_destroy(c2);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc - 1; i++)
+		if (!strcmp(argv[i], "--provider"))
+			g_prov = argv[i + 1];
+	g_verbs = !strcmp(g_prov, "verbs");
+	rkv_test_init(argc, argv, 600);
+	rkv_log_set_level(RKV_LOG_OFF);
+	signal(SIGPIPE, SIG_IGN);
+	test_srv_setup(argv[0]);
+	if (g_verbs) {
+		struct rkv_tp_opts o;
+		struct rkv_tp *tp;
+
+		rkv_tp_opts_init(&o);
+		o.provider = RKV_TP_VERBS;
+		if (!getenv("RKV_VERBS_IP") || rkv_tp_create(&o, &tp)) {
+			printf("1..0 # SKIP no RDMA device or RKV_VERBS_IP "
+			       "unset\n");
+			return 77;
+		}
+		rkv_tp_destroy(tp);
+	}
+	snprintf(g_dir, sizeof(g_dir), "/tmp/rkv-itest-sec-XXXXXX");
+	if (!mkdtemp(g_dir)) {
+		printf("1..0 # SKIP cannot create a temporary directory\n");
+		return 77;
+	}
+	snprintf(g_secret, sizeof(g_secret), "%s/secret", g_dir);
+	snprintf(g_wrong, sizeof(g_wrong), "%s/wrong", g_dir);
+	if (write_file(g_secret, k_secret, 0600) ||
+	    write_file(g_wrong, "not the secret 0123456789", 0600)) {
+		printf("1..0 # SKIP cannot write secret files\n");
+		return 77;
+	}
+	RKV_TEST(t_auth_secret);
+	RKV_TEST(t_secret_file_checks);
+	RKV_TEST(t_replay);
+	RKV_TEST(t_garbage_before_auth);
+	RKV_TEST(t_read_only_client);
+	RKV_TEST(t_read_only_raw);
+	RKV_TEST(t_max_clients);
+	RKV_TEST(t_max_chunks);
+	RKV_TEST(t_max_inflight);
+	RKV_TEST(t_silent_clients);
+	int rc = rkv_test_done();
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+	if (system(cmd)) {
+		/* leftover temporary files only */
+	}
+	return rc;
+}
