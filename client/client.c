@@ -36,6 +36,7 @@
 
 #include "alloc.h"
 #include "rtime.h"
+#include "secret.h"
 
 void clog_(struct rkv_client *c, int level, const char *fmt, ...)
 {
@@ -587,22 +588,21 @@ static int wait_flag(struct rkv_client *c, int *flag, unsigned timeout_ms)
 
 /* ------------------------------------------------------------- connect */
 
-#define SECRET_MAX 4096
 
 /* The secret from opts (bytes, or a file like rkv-server's --secret-file:
  * not open to group or others, one trailing newline stripped). */
 static int load_secret(struct rkv_client *c)
 {
 	const char *path = c->opts.secret_file;
-	unsigned char buf[SECRET_MAX + 1];
-	struct stat st;
+	unsigned char buf[RKV_SECRET_MAX];
+	char why[128];
 	size_t n = 0;
-	int fd, rc = 0;
+	int rc;
 
 	if (c->opts.secret && path)
 		return -EINVAL;
 	if (c->opts.secret) {
-		if (!c->opts.secret_len || c->opts.secret_len > SECRET_MAX)
+		if (!c->opts.secret_len || c->opts.secret_len > RKV_SECRET_MAX)
 			return -EINVAL;
 		c->secret = rkv_malloc(c->opts.secret_len);
 		if (!c->secret)
@@ -613,64 +613,18 @@ static int load_secret(struct rkv_client *c)
 	}
 	if (!path)
 		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		clog_(c, 3, "secret file %s: %s", path, strerror(-rc));
+	rc = rkv_secret_read(path, buf, &n, why, sizeof(why));
+	if (rc) {
+		clog_(c, 3, "secret file %s: %s", path, why);
 		return rc;
 	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		clog_(c, 3, "secret file %s: not a regular file", path);
-		rc = -EINVAL;
-		goto out;
-	}
-	if (st.st_mode & 077) {
-		clog_(c, 3,
-		      "secret file %s: mode %04o gives group or others "
-		      "access; chmod 600 it",
-		      path, (unsigned)(st.st_mode & 07777));
-		rc = -EPERM;
-		goto out;
-	}
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n && n <= SECRET_MAX && buf[n - 1] == '\n') {
-		n--;
-		if (n && buf[n - 1] == '\r')
-			n--;
-	}
-	if (!n || n > SECRET_MAX) {
-		clog_(c, 3, "secret file %s: %s", path,
-		      n ? "longer than 4096 bytes" : "empty");
-		rc = -EINVAL;
-		goto out;
-	}
 	c->secret = rkv_malloc(n);
-	if (!c->secret) {
-		rc = -ENOMEM;
-		goto out;
+	if (c->secret) {
+		memcpy(c->secret, buf, n);
+		c->secret_len = n;
 	}
-	memcpy(c->secret, buf, n);
-	c->secret_len = n;
-out:
 	OPENSSL_cleanse(buf, sizeof(buf));
-	close(fd);
-	return rc;
+	return c->secret ? 0 : -ENOMEM;
 }
 
 /* HMAC-SHA256(secret, nonce || name (RKV_NAME_MAX bytes, as sent) ||

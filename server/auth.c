@@ -20,6 +20,8 @@
 
 #include "server_internal.h"
 
+#include "secret.h"
+
 static void errf(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -41,75 +43,20 @@ void rkv_srv_wipe(void *p, size_t n)
 
 int rkv_srv_secret_load(struct rkv_srv_config *cfg, char *err, size_t errlen)
 {
-	const char *path = cfg->secret_file;
-	unsigned char buf[RKV_SRV_SECRET_MAX + 1];
-	struct stat st;
+	char why[128];
 	size_t n = 0;
-	int fd, rc = 0;
+	int rc;
 
+	_Static_assert(RKV_SRV_SECRET_MAX == RKV_SECRET_MAX, "secret size");
 	cfg->secret_len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		errf(err, errlen, "--secret-file %s: cannot read: %s", path,
-		     strerror(-rc));
+	rc = rkv_secret_read(cfg->secret_file, cfg->secret, &n, why,
+			     sizeof(why));
+	if (rc) {
+		errf(err, errlen, "--secret-file %s: %s", cfg->secret_file, why);
 		return rc;
 	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		errf(err, errlen, "--secret-file %s: %s", path, strerror(-rc));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		errf(err, errlen, "--secret-file %s: not a regular file", path);
-		rc = -EINVAL;
-		goto out;
-	}
-	if (st.st_mode & 077) {
-		errf(err, errlen,
-		     "--secret-file %s: mode %04o gives group or others access; "
-		     "chmod 600 it",
-		     path, (unsigned)(st.st_mode & 07777));
-		rc = -EPERM;
-		goto out;
-	}
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			errf(err, errlen, "--secret-file %s: cannot read: %s",
-			     path, strerror(-rc));
-			goto out;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n > RKV_SRV_SECRET_MAX) {
-		errf(err, errlen, "--secret-file %s: longer than %d bytes", path,
-		     RKV_SRV_SECRET_MAX);
-		rc = -EINVAL;
-		goto out;
-	}
-	if (n && buf[n - 1] == '\n') {
-		n--;
-		if (n && buf[n - 1] == '\r')
-			n--;
-	}
-	if (!n) {
-		errf(err, errlen, "--secret-file %s: empty", path);
-		rc = -EINVAL;
-		goto out;
-	}
-	memcpy(cfg->secret, buf, n);
 	cfg->secret_len = n;
-out:
-	rkv_srv_wipe(buf, sizeof(buf));
-	close(fd);
-	return rc;
+	return 0;
 }
 
 int rkv_srv_auth_nonce(uint8_t *nonce)
