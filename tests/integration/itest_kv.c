@@ -1042,29 +1042,10 @@ static void t_dead_client_space(void)
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i < argc - 1; i++)
-		if (!strcmp(argv[i], "--provider"))
-			g_prov = argv[i + 1];
+	g_prov = test_itest_init(argc, argv, 900);
+	if (!g_prov)
+		return 77;
 	g_verbs = !strcmp(g_prov, "verbs");
-	rkv_test_init(argc, argv, 900);
-	rkv_log_set_level(RKV_LOG_OFF);
-	signal(SIGPIPE, SIG_IGN);
-	test_srv_setup(argv[0]);
-	if (g_verbs) {
-		char why[160];
-		struct rkv_tp_opts o;
-		struct rkv_tp *tp;
-
-		rkv_tp_opts_init(&o);
-		o.provider = RKV_TP_VERBS;
-		if (!getenv("RKV_VERBS_IP") || rkv_tp_create(&o, &tp)) {
-			snprintf(why, sizeof(why),
-				 "no RDMA device or RKV_VERBS_IP unset");
-			printf("1..0 # SKIP %s\n", why);
-			return 77;
-		}
-		rkv_tp_destroy(tp);
-	}
 	RKV_TEST(t_basic_three_servers);
 	RKV_TEST(t_rmw);
 	RKV_TEST(t_rtt_budgets);

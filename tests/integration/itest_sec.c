@@ -1012,27 +1012,10 @@ static void t_silent_clients(void)
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i < argc - 1; i++)
-		if (!strcmp(argv[i], "--provider"))
-			g_prov = argv[i + 1];
+	g_prov = test_itest_init(argc, argv, 600);
+	if (!g_prov)
+		return 77;
 	g_verbs = !strcmp(g_prov, "verbs");
-	rkv_test_init(argc, argv, 600);
-	rkv_log_set_level(RKV_LOG_OFF);
-	signal(SIGPIPE, SIG_IGN);
-	test_srv_setup(argv[0]);
-	if (g_verbs) {
-		struct rkv_tp_opts o;
-		struct rkv_tp *tp;
-
-		rkv_tp_opts_init(&o);
-		o.provider = RKV_TP_VERBS;
-		if (!getenv("RKV_VERBS_IP") || rkv_tp_create(&o, &tp)) {
-			printf("1..0 # SKIP no RDMA device or RKV_VERBS_IP "
-			       "unset\n");
-			return 77;
-		}
-		rkv_tp_destroy(tp);
-	}
 	snprintf(g_dir, sizeof(g_dir), "/tmp/rkv-itest-sec-XXXXXX");
 	if (!mkdtemp(g_dir)) {
 		printf("1..0 # SKIP cannot create a temporary directory\n");

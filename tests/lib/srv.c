@@ -6,6 +6,10 @@
  */
 #include "srv.h"
 
+#include "log.h"
+#include "test.h"
+#include "transport.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +25,33 @@
 
 static char g_bin[PATH_MAX];
 static unsigned g_seq;
+
+const char *test_itest_init(int argc, char **argv, unsigned watchdog_s)
+{
+	const char *prov = "tcp";
+
+	for (int i = 1; i < argc - 1; i++)
+		if (!strcmp(argv[i], "--provider"))
+			prov = argv[i + 1];
+	rkv_test_init(argc, argv, watchdog_s);
+	rkv_log_set_level(RKV_LOG_OFF);
+	signal(SIGPIPE, SIG_IGN);
+	test_srv_setup(argv[0]);
+	if (!strcmp(prov, "verbs")) {
+		struct rkv_tp_opts o;
+		struct rkv_tp *tp;
+
+		rkv_tp_opts_init(&o);
+		o.provider = RKV_TP_VERBS;
+		if (!getenv("RKV_VERBS_IP") || rkv_tp_create(&o, &tp)) {
+			printf("1..0 # SKIP no RDMA device or RKV_VERBS_IP "
+			       "unset\n");
+			return NULL;
+		}
+		rkv_tp_destroy(tp);
+	}
+	return prov;
+}
 
 void test_srv_setup(const char *argv0)
 {

@@ -15,6 +15,15 @@ struct test_srv {
 	char addr[300];
 };
 
+/*
+ * The common start of an integration test: --provider tcp|shm|verbs
+ * (default tcp), the harness with a watchdog of watchdog_s, logs off,
+ * SIGPIPE ignored, binaries found next to argv[0].  Returns the provider,
+ * or NULL after printing a TAP skip line when it is verbs and there is no
+ * RDMA device or RKV_VERBS_IP is unset (the test then exits 77).
+ */
+const char *test_itest_init(int argc, char **argv, unsigned watchdog_s);
+
 /* Remember argv[0] to find ../bin. */
 void test_srv_setup(const char *argv0);
 /* Directory holding the project's binaries. */
