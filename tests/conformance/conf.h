@@ -24,16 +24,7 @@
 #include "transport.h"
 
 /* Sanitizer builds: RSS checks are meaningless (quarantine, shadow). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONF_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONF_SANITIZED 1
-#endif
-#endif
-#ifndef CONF_SANITIZED
-#define CONF_SANITIZED 0
-#endif
+#define CONF_SANITIZED RKV_TEST_SANITIZED
 #if defined(__SANITIZE_THREAD__)
 #define CONF_TSAN 1
 #elif defined(__has_feature)

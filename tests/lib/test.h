@@ -21,6 +21,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Sanitizer builds: memory-growth checks are meaningless there (ASan's
+ * quarantine, TSan's shadow memory), so tests skip them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RKV_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RKV_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef RKV_TEST_SANITIZED
+#define RKV_TEST_SANITIZED 0
+#endif
+
 extern int g_test_failures;   /* failures in the current test */
 extern int g_test_skipped;    /* current test asked to skip */
 extern char g_test_skip_why[256];
