@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hist.h"
+
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_ROWS 512
 #define BENCH_MAX_CHAIN 64
@@ -92,6 +94,22 @@ struct bench_row *bench_row_add(struct bench_report *r, const char *provider,
  * the best of a few runs is the one least disturbed by other tenants.
  */
 void bench_row_keep_best(struct bench_row *best, const struct bench_row *run);
+
+/* Measures one point into row; returns 0 or -errno with row->note set. */
+typedef int (*bench_point_fn)(void *pair, const struct bench_opts *o,
+			      enum bench_op op, size_t size, unsigned chain,
+			      struct bench_row *row);
+/* Run a point o->repeat times through fn and keep the lowest p50. */
+int bench_point_best(bench_point_fn fn, void *pair, const struct bench_opts *o,
+		     enum bench_op op, size_t size, unsigned chain,
+		     struct bench_row *row);
+/* A CAS chain's last result must be the expected old value: else note
+ * it in row and return -EIO. */
+int bench_check_cas(struct bench_row *row, uint64_t got, uint64_t want);
+/* Fill count, p50, p99 and Mops/s from a point's histogram and times. */
+void bench_row_finish(struct bench_row *row, const struct rkv_hist *h,
+		      uint64_t iters, unsigned chain, uint64_t t_start,
+		      uint64_t t_end);
 /* Append a row that only carries a note (provider unavailable, ...). */
 void bench_row_note(struct bench_report *r, const char *provider,
 		    enum bench_op op, size_t size, unsigned chain,

@@ -384,10 +384,10 @@ static ssize_t lf_post(struct lf_pair *lp, enum bench_op op, size_t size,
 	}
 }
 
-static int lf_point(struct lf_pair *lp, const struct bench_opts *o,
-		    enum bench_op op, size_t size, unsigned chain,
-		    struct bench_row *row)
+static int lf_point(void *pair, const struct bench_opts *o, enum bench_op op,
+		    size_t size, unsigned chain, struct bench_row *row)
 {
+	struct lf_pair *lp = pair;
 	static struct rkv_hist h;
 	struct fi_context ctx[BENCH_MAX_CHAIN];
 	size_t slot = (size + LF_SLOT - 1) & ~(size_t)(LF_SLOT - 1);
@@ -427,42 +427,11 @@ static int lf_point(struct lf_pair *lp, const struct bench_opts *o,
 			char *res = (char *)lp->a.buf + (chain - 1) * slot;
 			uint64_t got = *(uint64_t *)(void *)res;
 
-			if (got != it) {
-				snprintf(row->note, sizeof(row->note),
-					 "CAS returned %llu, expected %llu",
-					 (unsigned long long)got,
-					 (unsigned long long)it);
+			if (bench_check_cas(row, got, it))
 				return -EIO;
-			}
 		}
 	}
-	row->count = h.count;
-	row->p50_ns = (double)rkv_hist_quantile(&h, 0.50);
-	row->p99_ns = (double)rkv_hist_quantile(&h, 0.99);
-	if (t_end > t_start)
-		row->mops = (double)o->iters * chain /
-			    ((double)(t_end - t_start) / 1000.0);
-	return 0;
-}
-
-/* Run a point o->repeat times and keep the run with the lowest p50. */
-static int lf_point_best(struct lf_pair *pp, const struct bench_opts *o,
-		     enum bench_op op, size_t size, unsigned chain,
-		     struct bench_row *row)
-{
-	for (unsigned i = 0; i < o->repeat; i++) {
-		struct bench_row run = *row;
-		int rc;
-
-		run.count = 0;
-		run.note[0] = '\0';
-		rc = lf_point(pp, o, op, size, chain, &run);
-		if (rc) {
-			memcpy(row->note, run.note, sizeof(row->note));
-			return rc;
-		}
-		bench_row_keep_best(row, &run);
-	}
+	bench_row_finish(row, &h, o->iters, chain, t_start, t_end);
 	return 0;
 }
 
@@ -510,7 +479,8 @@ static void run_prov(const struct bench_opts *o, struct bench_report *r,
 				 "FI_CSWAP on FI_UINT64 not supported");
 			continue;
 		}
-		rc = lf_point_best(&lp, o, pt->op, pt->size, pt->chain, row);
+		rc = bench_point_best(lf_point, &lp, o, pt->op, pt->size,
+				      pt->chain, row);
 		if (rc)
 			snprintf(failed, sizeof(failed), "%s %zu B failed",
 				 bench_op_str(pt->op), pt->size);

@@ -80,6 +80,48 @@ void bench_row_keep_best(struct bench_row *best, const struct bench_row *run)
 		*best = *run;
 }
 
+int bench_point_best(bench_point_fn fn, void *pair, const struct bench_opts *o,
+		     enum bench_op op, size_t size, unsigned chain,
+		     struct bench_row *row)
+{
+	for (unsigned i = 0; i < o->repeat; i++) {
+		struct bench_row run = *row;
+		int rc;
+
+		run.count = 0;
+		run.note[0] = '\0';
+		rc = fn(pair, o, op, size, chain, &run);
+		if (rc) {
+			memcpy(row->note, run.note, sizeof(row->note));
+			return rc;
+		}
+		bench_row_keep_best(row, &run);
+	}
+	return 0;
+}
+
+int bench_check_cas(struct bench_row *row, uint64_t got, uint64_t want)
+{
+	if (got == want)
+		return 0;
+	snprintf(row->note, sizeof(row->note),
+		 "CAS returned %llu, expected %llu", (unsigned long long)got,
+		 (unsigned long long)want);
+	return -EIO;
+}
+
+void bench_row_finish(struct bench_row *row, const struct rkv_hist *h,
+		      uint64_t iters, unsigned chain, uint64_t t_start,
+		      uint64_t t_end)
+{
+	row->count = h->count;
+	row->p50_ns = (double)rkv_hist_quantile(h, 0.50);
+	row->p99_ns = (double)rkv_hist_quantile(h, 0.99);
+	if (t_end > t_start)
+		row->mops = (double)iters * chain /
+			    ((double)(t_end - t_start) / 1000.0);
+}
+
 void bench_row_note(struct bench_report *r, const char *provider,
 		    enum bench_op op, size_t size, unsigned chain,
 		    const char *fmt, ...)

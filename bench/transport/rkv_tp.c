@@ -214,10 +214,10 @@ static const enum rkv_wr_opcode g_opcode[BENCH_OP_NR] = {
 };
 
 /* One point.  Returns 0 with row filled, or -errno with row->note set. */
-static int run_point(struct pair *pp, const struct bench_opts *o,
-		     enum bench_op op, size_t size, unsigned chain,
-		     struct bench_row *row)
+static int run_point(void *pair, const struct bench_opts *o, enum bench_op op,
+		     size_t size, unsigned chain, struct bench_row *row)
 {
+	struct pair *pp = pair;
 	static struct rkv_hist h; /* large; one point at a time */
 	struct rkv_wr wrs[BENCH_MAX_CHAIN];
 	size_t slot = slot_of(size);
@@ -271,42 +271,11 @@ static int run_point(struct pair *pp, const struct bench_opts *o,
 		if (op == BENCH_OP_CAS) {
 			uint64_t got = *(uint64_t *)wrs[chain - 1].local;
 
-			if (got != it) {
-				snprintf(row->note, sizeof(row->note),
-					 "CAS returned %llu, expected %llu",
-					 (unsigned long long)got,
-					 (unsigned long long)it);
+			if (bench_check_cas(row, got, it))
 				return -EIO;
-			}
 		}
 	}
-	row->count = h.count;
-	row->p50_ns = (double)rkv_hist_quantile(&h, 0.50);
-	row->p99_ns = (double)rkv_hist_quantile(&h, 0.99);
-	if (t_end > t_start)
-		row->mops = (double)o->iters * chain /
-			    ((double)(t_end - t_start) / 1000.0);
-	return 0;
-}
-
-/* Run a point o->repeat times and keep the run with the lowest p50. */
-static int run_point_best(struct pair *pp, const struct bench_opts *o,
-		     enum bench_op op, size_t size, unsigned chain,
-		     struct bench_row *row)
-{
-	for (unsigned i = 0; i < o->repeat; i++) {
-		struct bench_row run = *row;
-		int rc;
-
-		run.count = 0;
-		run.note[0] = '\0';
-		rc = run_point(pp, o, op, size, chain, &run);
-		if (rc) {
-			memcpy(row->note, run.note, sizeof(row->note));
-			return rc;
-		}
-		bench_row_keep_best(row, &run);
-	}
+	bench_row_finish(row, &h, o->iters, chain, t_start, t_end);
 	return 0;
 }
 
@@ -354,7 +323,8 @@ static void run_provider(const struct bench_opts *o, struct bench_report *r,
 				 "no atomics on this device");
 			continue;
 		}
-		rc = run_point_best(&pp, o, pt->op, pt->size, pt->chain, row);
+		rc = bench_point_best(run_point, &pp, o, pt->op, pt->size,
+				      pt->chain, row);
 		/* The endpoint is in error state now: skip the rest. */
 		if (rc)
 			snprintf(failed, sizeof(failed), "%s %zu B failed",
