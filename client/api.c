@@ -46,6 +46,14 @@ static struct opslot *slot_get(struct rkv_client *c)
 	return NULL;
 }
 
+static int all_done(const struct rkv_client *c)
+{
+	for (unsigned i = 0; i < c->nslots; i++)
+		if (c->slots[i].state != OP_DONE)
+			return 0;
+	return 1;
+}
+
 int rkv_submit(struct rkv_client *c, struct rkv_op *op)
 {
 	struct opslot *o;
@@ -169,6 +177,10 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 		}
 		o = slot_get(c);
 		while (!o) {
+			/* every slot holds a finished pipelined op that only
+			 * rkv_poll can hand back: waiting would never end */
+			if (all_done(c))
+				return -EBUSY;
 			rc = client_progress(c);
 			if (rc < 0)
 				return rc;

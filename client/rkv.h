@@ -29,7 +29,9 @@
  * -EMSGSIZE (key over RKV_MAX_KEY or value over RKV_MAX_VALUE bytes),
  * -EINVAL (empty key, bad arguments), -ENOBUFS (get buffer too small; the
  * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
- * -EPROTO (server speaks another protocol version).
+ * -EPROTO (server speaks another protocol version), -EBUSY (a synchronous
+ * call or batch found every slot holding a finished pipelined op that
+ * rkv_poll has not handed back yet).
  *
  * Thread safety: a struct rkv_client is used by one thread at a time (the
  * caller serializes); use one client per thread for parallelism.  The

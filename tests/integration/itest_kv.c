@@ -323,6 +323,79 @@ static void t_rtt_budgets(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* The pipelined interface: many ops in flight, results returned by
+ * rkv_poll; a synchronous call while every slot holds an unreturned
+ * finished op says -EBUSY instead of waiting forever. */
+static void t_pipelined(void)
+{
+	struct test_srv s;
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+	struct rkv_op ops[8], *done[8];
+	char keys[8][8], bufs[8][16];
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	rkv_client_opts_init(&o);
+	o.servers = s.addr;
+	o.max_inflight = 8;
+	ASSERT_EQ(rkv_client_create(&o, &c), 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "p%d", i);
+		ops[i] = (struct rkv_op){ .type = RKV_OP_PUT, .key = keys[i],
+					  .key_len = strlen(keys[i]),
+					  .val = keys[i],
+					  .val_len = strlen(keys[i]) };
+		EXPECT_EQ(rkv_submit(c, &ops[i]), 0);
+	}
+	struct rkv_op extra = ops[0];
+
+	EXPECT_EQ(rkv_submit(c, &extra), -EAGAIN); /* all slots busy */
+	EXPECT_EQ(rkv_inflight(c), 8);
+	/* drive progress without taking results */
+	uint64_t end = rkv_now_ms() + 3000;
+
+	while (rkv_now_ms() < end)
+		EXPECT_TRUE(rkv_poll(c, NULL, 0) >= 0);
+	char b[16];
+	size_t len;
+
+	EXPECT_EQ(rkv_get(c, "p0", 2, b, sizeof(b), &len), -EBUSY);
+	int got = 0;
+
+	while (got < 8) {
+		int n = rkv_poll(c, done, 8);
+
+		ASSERT_TRUE(n >= 0);
+		for (int i = 0; i < n; i++)
+			EXPECT_EQ(done[i]->status, 0);
+		got += n;
+	}
+	EXPECT_EQ(rkv_inflight(c), 0);
+	/* gets, pipelined */
+	for (int i = 0; i < 8; i++) {
+		ops[i] = (struct rkv_op){ .type = RKV_OP_GET, .key = keys[i],
+					  .key_len = strlen(keys[i]),
+					  .buf = bufs[i], .buf_cap = 16 };
+		EXPECT_EQ(rkv_submit(c, &ops[i]), 0);
+	}
+	for (got = 0; got < 8;) {
+		int n = rkv_poll(c, done, 8);
+
+		ASSERT_TRUE(n >= 0);
+		for (int i = 0; i < n; i++) {
+			EXPECT_EQ(done[i]->status, 0);
+			EXPECT_EQ(done[i]->out_len, done[i]->key_len);
+			EXPECT_TRUE(memcmp(done[i]->buf, done[i]->key,
+					   done[i]->key_len) == 0);
+			EXPECT_TRUE(done[i]->rtts >= 1 && done[i]->rtts <= 2);
+		}
+		got += n;
+	}
+	EXPECT_EQ(rkv_get(c, "p7", 2, b, sizeof(b), &len), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 static void t_bad_input(void)
 {
 	struct test_srv s;
@@ -1049,6 +1122,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_basic_three_servers);
 	RKV_TEST(t_rmw);
 	RKV_TEST(t_rtt_budgets);
+	RKV_TEST(t_pipelined);
 	RKV_TEST(t_bad_input);
 	RKV_TEST(t_cluster_file);
 	RKV_TEST(t_full_index);
