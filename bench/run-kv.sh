@@ -30,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 start_server() {
-  "$BIN/rkv-server" --listen "$1" --memory 512M --capacity $((KEYS * 2)) \
+  # puts at full speed leave a grace period of old blocks to hold
+  "$BIN/rkv-server" --listen "$1" --memory 2G --grace 300 --capacity $((KEYS * 2)) \
     --log-level warn >"$tmp/srv.out" 2>"$tmp/srv.err" &
   srv=$!
   for _ in $(seq 1 100); do
