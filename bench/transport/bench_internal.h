@@ -103,6 +103,15 @@ typedef int (*bench_point_fn)(void *pair, const struct bench_opts *o,
 int bench_point_best(bench_point_fn fn, void *pair, const struct bench_opts *o,
 		     enum bench_op op, size_t size, unsigned chain,
 		     struct bench_row *row);
+/*
+ * Measure every point of o for one provider into rows named name: fn does
+ * a point, unsupported (may be NULL) returns why a point cannot run on this
+ * pair or NULL.  After a failed point the endpoints are in error state, so
+ * the remaining points are noted "not run".
+ */
+void bench_run_points(struct bench_report *r, const char *name,
+		      const struct bench_opts *o, bench_point_fn fn, void *pair,
+		      const char *(*unsupported)(void *pair, enum bench_op op));
 /* A CAS chain's last result must be the expected old value: else note
  * it in row and return -EIO. */
 int bench_check_cas(struct bench_row *row, uint64_t got, uint64_t want);

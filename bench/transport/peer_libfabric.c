@@ -435,12 +435,21 @@ static int lf_point(void *pair, const struct bench_opts *o, enum bench_op op,
 	return 0;
 }
 
+static const char *lf_unsupported(void *pair, enum bench_op op)
+{
+	struct lf_pair *lp = pair;
+	size_t cnt;
+
+	if (op == BENCH_OP_CAS &&
+	    fi_compare_atomicvalid(lp->a.ep, FI_UINT64, FI_CSWAP, &cnt))
+		return "FI_CSWAP on FI_UINT64 not supported";
+	return NULL;
+}
+
 static void run_prov(const struct bench_opts *o, struct bench_report *r,
 		     const char *prov)
 {
-	struct bench_point pts[BENCH_MAX_POINTS];
-	unsigned npts;
-	char name[48], why[160], failed[96] = "";
+	char name[48], why[160];
 	size_t maxsize = 8, len;
 	struct lf_pair lp;
 	int rc;
@@ -458,33 +467,7 @@ static void run_prov(const struct bench_opts *o, struct bench_report *r,
 			       why);
 		return;
 	}
-	npts = bench_points(o, pts);
-	for (unsigned i = 0; i < npts; i++) {
-		const struct bench_point *pt = &pts[i];
-		struct bench_row *row;
-		size_t cnt;
-
-		row = bench_row_add(r, name, pt->op, pt->size, pt->chain);
-		if (!row)
-			break;
-		if (failed[0]) {
-			snprintf(row->note, sizeof(row->note), "not run: %s",
-				 failed);
-			continue;
-		}
-		if (pt->op == BENCH_OP_CAS &&
-		    fi_compare_atomicvalid(lp.a.ep, FI_UINT64, FI_CSWAP,
-					   &cnt)) {
-			snprintf(row->note, sizeof(row->note),
-				 "FI_CSWAP on FI_UINT64 not supported");
-			continue;
-		}
-		rc = bench_point_best(lf_point, &lp, o, pt->op, pt->size,
-				      pt->chain, row);
-		if (rc)
-			snprintf(failed, sizeof(failed), "%s %zu B failed",
-				 bench_op_str(pt->op), pt->size);
-	}
+	bench_run_points(r, name, o, lf_point, &lp, lf_unsupported);
 	pair_close(&lp);
 }
 

@@ -100,6 +100,39 @@ int bench_point_best(bench_point_fn fn, void *pair, const struct bench_opts *o,
 	return 0;
 }
 
+void bench_run_points(struct bench_report *r, const char *name,
+		      const struct bench_opts *o, bench_point_fn fn, void *pair,
+		      const char *(*unsupported)(void *pair, enum bench_op op))
+{
+	struct bench_point pts[BENCH_MAX_POINTS];
+	unsigned npts = bench_points(o, pts);
+	char failed[96] = "";
+
+	for (unsigned i = 0; i < npts; i++) {
+		const struct bench_point *pt = &pts[i];
+		struct bench_row *row;
+		const char *why;
+
+		row = bench_row_add(r, name, pt->op, pt->size, pt->chain);
+		if (!row)
+			break;
+		if (failed[0]) {
+			snprintf(row->note, sizeof(row->note), "not run: %s",
+				 failed);
+			continue;
+		}
+		why = unsupported ? unsupported(pair, pt->op) : NULL;
+		if (why) {
+			snprintf(row->note, sizeof(row->note), "%s", why);
+			continue;
+		}
+		if (bench_point_best(fn, pair, o, pt->op, pt->size, pt->chain,
+				     row))
+			snprintf(failed, sizeof(failed), "%s %zu B failed",
+				 bench_op_str(pt->op), pt->size);
+	}
+}
+
 int bench_check_cas(struct bench_row *row, uint64_t got, uint64_t want)
 {
 	if (got == want)

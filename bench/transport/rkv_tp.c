@@ -279,14 +279,21 @@ static int run_point(void *pair, const struct bench_opts *o, enum bench_op op,
 	return 0;
 }
 
+static const char *rkv_unsupported(void *pair, enum bench_op op)
+{
+	struct pair *pp = pair;
+
+	if (op == BENCH_OP_CAS && !rkv_tp_has_atomics(pp->ctp))
+		return "no atomics on this device";
+	return NULL;
+}
+
 static void run_provider(const struct bench_opts *o, struct bench_report *r,
 			 enum rkv_tp_provider prov)
 {
 	const char *name = rkv_tp_provider_str(prov);
-	struct bench_point pts[BENCH_MAX_POINTS];
-	unsigned npts;
 	size_t maxsize = 8, len;
-	char why[160], failed[96] = "";
+	char why[160];
 	struct pair pp;
 	int rc;
 
@@ -305,31 +312,7 @@ static void run_provider(const struct bench_opts *o, struct bench_report *r,
 				       "unavailable: %s", why);
 		return;
 	}
-	npts = bench_points(o, pts);
-	for (unsigned i = 0; i < npts; i++) {
-		const struct bench_point *pt = &pts[i];
-		struct bench_row *row;
-
-		row = bench_row_add(r, name, pt->op, pt->size, pt->chain);
-		if (!row)
-			break;
-		if (failed[0]) {
-			snprintf(row->note, sizeof(row->note), "not run: %s",
-				 failed);
-			continue;
-		}
-		if (pt->op == BENCH_OP_CAS && !rkv_tp_has_atomics(pp.ctp)) {
-			snprintf(row->note, sizeof(row->note),
-				 "no atomics on this device");
-			continue;
-		}
-		rc = bench_point_best(run_point, &pp, o, pt->op, pt->size,
-				      pt->chain, row);
-		/* The endpoint is in error state now: skip the rest. */
-		if (rc)
-			snprintf(failed, sizeof(failed), "%s %zu B failed",
-				 bench_op_str(pt->op), pt->size);
-	}
+	bench_run_points(r, name, o, run_point, &pp, rkv_unsupported);
 	pair_close(&pp);
 }
 

@@ -911,8 +911,6 @@ static int shm_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	rc = sw_tp_init(&t->sw, &shm_prov, t->tab);
 	if (rc)
 		goto destroy_lock;
-	t->sw.base.opts = *opts;
-	t->sw.base.has_atomics = 1;
 	snprintf(t->sw.base.describe, sizeof(t->sw.base.describe),
 		 "shm (memfd mappings, initiator-side loads/stores/atomics, timeout %u ms)",
 		 opts->timeout_ms);

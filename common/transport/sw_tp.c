@@ -364,6 +364,9 @@ int sw_tp_init(struct sw_tp *tp, const struct sw_prov *prov,
 	tp->prov = prov;
 	tp->epfd = -1;
 	tp->wakefd = -1;
+	/* both software providers execute 8-byte atomics; tp->base.opts is
+	 * filled in by rkv_tp_create once the provider returns */
+	tp->base.has_atomics = 1;
 	rc = sw_mrtab_init(&tp->mrt, mrtab);
 	if (rc)
 		return rc;

@@ -54,8 +54,6 @@ static int tcp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	rc = sw_tp_init(&t->sw, &tcp_prov, t->tab);
 	if (rc)
 		goto free_tab;
-	t->sw.base.opts = *opts;
-	t->sw.base.has_atomics = 1;
 	snprintf(t->sw.base.describe, sizeof(t->sw.base.describe),
 		 "tcp software RNIC (target thread per context, polled initiator, timeout %u ms)",
 		 opts->timeout_ms);

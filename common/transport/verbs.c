@@ -43,12 +43,6 @@
 #define CM_CHECK_EVERY 64
 #define POLL_BATCH 32
 
-/* errno after a failed rdma-core call, never 0. */
-static int neg_errno(int fallback)
-{
-	return errno ? -errno : -fallback;
-}
-
 static void set_why(char *why, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -438,7 +432,7 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 	errno = 0;
 	vt->pd = ibv_alloc_pd(vt->ctx);
 	if (!vt->pd) {
-		rc = neg_errno(ENOMEM);
+		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "ibv_alloc_pd(%s): %s",
 			ibv_get_device_name(vt->ctx->device), strerror(-rc));
 		goto fail;
@@ -492,7 +486,7 @@ static int verbs_mem_alloc(struct rkv_tp *tp, size_t len, void **out)
 	p = mmap(NULL, page_round(len), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return neg_errno(ENOMEM);
+		return rkv_verbs_neg_errno(ENOMEM);
 	*out = p;
 	return 0;
 }
@@ -539,7 +533,7 @@ static int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len,
 	errno = 0;
 	vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(access));
 	if (!vm->mr) {
-		rc = neg_errno(ENOMEM);
+		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
 			"ibv_reg_mr(%p, %zu, access 0x%x): %s", addr, len,
 			access, strerror(-rc));
@@ -677,7 +671,7 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 	errno = 0;
 	cq->cq = ibv_create_cq(vt->ctx, (int)depth, NULL, NULL, 0);
 	if (!cq->cq) {
-		rc = neg_errno(ENOMEM);
+		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "ibv_create_cq(%u): %s",
 			depth, strerror(-rc));
 		goto fail;
@@ -685,14 +679,14 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 	errno = 0;
 	cq->ch = rdma_create_event_channel();
 	if (!cq->ch) {
-		rc = neg_errno(ENOMEM);
+		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
 			"rdma_create_event_channel: %s", strerror(-rc));
 		goto fail;
 	}
 	fl = fcntl(cq->ch->fd, F_GETFL);
 	if (fl < 0 || fcntl(cq->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		rc = neg_errno(EINVAL);
+		rc = rkv_verbs_neg_errno(EINVAL);
 		goto fail;
 	}
 	*out = &cq->base;
@@ -869,7 +863,7 @@ int rkv_verbs_ep_setup_qp(struct verbs_ep *ep)
 		ep->qp = ibv_create_qp(vt->pd, &a);
 	}
 	if (!ep->qp) {
-		rc = neg_errno(EINVAL);
+		rc = rkv_verbs_neg_errno(EINVAL);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
 			"ibv_create_qp(send %u, recv %u): %s", a.cap.max_send_wr,
 			a.cap.max_recv_wr, strerror(-rc));
@@ -936,7 +930,7 @@ int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state)
 	qa.qp_state = state;
 	errno = 0;
 	if (rdma_init_qp_attr(ep->id, &qa, &mask)) {
-		rc = neg_errno(EINVAL);
+		rc = rkv_verbs_neg_errno(EINVAL);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
 			"rdma_init_qp_attr(QP 0x%x, state %d): %s", ep->qp_num,
 			(int)state, strerror(-rc));

@@ -57,9 +57,21 @@ struct verbs_listener {
 	struct rdma_cm_id *id;
 };
 
-static int neg_errno(int fallback)
+/* An RC (RDMA_PS_TCP) cm_id on ch; *id stays NULL on failure. */
+static int create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
+		     void *ctx)
 {
-	return errno ? -errno : -fallback;
+	int rc;
+
+	errno = 0;
+	if (rdma_create_id(ch, id, ctx, RDMA_PS_TCP)) {
+		rc = rkv_verbs_neg_errno(ENOMEM);
+		*id = NULL;
+		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_create_id: %s",
+			strerror(-rc));
+		return rc;
+	}
+	return 0;
 }
 
 static int set_nonblock(int fd)
@@ -67,7 +79,7 @@ static int set_nonblock(int fd)
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return neg_errno(EINVAL);
+		return rkv_verbs_neg_errno(EINVAL);
 	return 0;
 }
 
@@ -78,7 +90,7 @@ static int new_channel(struct rdma_event_channel **out)
 	errno = 0;
 	*out = rdma_create_event_channel();
 	if (!*out) {
-		rc = neg_errno(ENOMEM);
+		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
 			"rdma_create_event_channel: %s", strerror(-rc));
 		return rc;
@@ -130,13 +142,13 @@ static int wait_event(struct rdma_event_channel *ch, uint64_t deadline,
 		if (rdma_get_cm_event(ch, ev) == 0)
 			return 0;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return neg_errno(EIO);
+			return rkv_verbs_neg_errno(EIO);
 		ms = left_ms(deadline);
 		if (ms == 0)
 			return -ETIMEDOUT;
 		n = poll(&pfd, 1, ms);
 		if (n < 0 && errno != EINTR)
-			return neg_errno(EIO);
+			return rkv_verbs_neg_errno(EIO);
 	}
 }
 
@@ -240,7 +252,7 @@ static int resolve_host(const struct rkv_tp_addr *a, int passive,
 			a->host, rc ? gai_strerror(rc) : "no address");
 		if (res)
 			freeaddrinfo(res);
-		return rc == EAI_SYSTEM ? neg_errno(EINVAL) :
+		return rc == EAI_SYSTEM ? rkv_verbs_neg_errno(EINVAL) :
 		       rc == EAI_AGAIN	? -EAGAIN :
 					  -EHOSTUNREACH;
 	}
@@ -324,7 +336,7 @@ static int finish_connected(struct verbs_ep *ep)
 	int rc;
 
 	if (rdma_migrate_id(ep->id, ep->vcq->ch)) {
-		rc = neg_errno(EINVAL);
+		rc = rkv_verbs_neg_errno(EINVAL);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_migrate_id(%s): %s",
 			ep->base.peer, strerror(-rc));
 		return rc;
@@ -374,18 +386,13 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	rc = resolve_host(addr, 0, &dst, &dstlen);
 	if (rc)
 		goto fail;
-	errno = 0;
-	if (rdma_create_id(ep->setup_ch, &ep->id, ep, RDMA_PS_TCP)) {
-		rc = neg_errno(ENOMEM);
-		ep->id = NULL;
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_create_id: %s",
-			strerror(-rc));
+	rc = create_id(ep->setup_ch, &ep->id, ep);
+	if (rc)
 		goto fail;
-	}
 	errno = 0;
 	if (rdma_resolve_addr(ep->id, NULL, (struct sockaddr *)&dst,
 			      resolve_ms(deadline))) {
-		rc = neg_errno(EHOSTUNREACH);
+		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_resolve_addr(%s): %s",
 			ep->base.peer, strerror(-rc));
 		goto fail;
@@ -404,7 +411,7 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 			vt->port);
 	errno = 0;
 	if (rdma_resolve_route(ep->id, resolve_ms(deadline))) {
-		rc = neg_errno(EHOSTUNREACH);
+		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_resolve_route(%s): %s",
 			ep->base.peer, strerror(-rc));
 		goto fail;
@@ -422,7 +429,7 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	param.qp_num = ep->qp_num;
 	errno = 0;
 	if (rdma_connect(ep->id, &param)) {
-		rc = neg_errno(ECONNREFUSED);
+		rc = rkv_verbs_neg_errno(ECONNREFUSED);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_connect(%s): %s",
 			ep->base.peer, strerror(-rc));
 		goto fail;
@@ -437,7 +444,7 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		goto fail; /* destroying the id rejects the REP */
 	errno = 0;
 	if (rdma_establish(ep->id)) {
-		rc = neg_errno(ECONNABORTED);
+		rc = rkv_verbs_neg_errno(ECONNABORTED);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_establish(%s): %s",
 			ep->base.peer, strerror(-rc));
 		goto fail;
@@ -485,17 +492,12 @@ int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	rc = new_channel(&l->ch);
 	if (rc)
 		goto fail;
-	errno = 0;
-	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
-		rc = neg_errno(ENOMEM);
-		l->id = NULL;
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_create_id: %s",
-			strerror(-rc));
+	rc = create_id(l->ch, &l->id, l);
+	if (rc)
 		goto fail;
-	}
 	errno = 0;
 	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
-		rc = neg_errno(EADDRNOTAVAIL);
+		rc = rkv_verbs_neg_errno(EADDRNOTAVAIL);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_bind_addr(%s:%u): %s",
 			addr->host, addr->port, strerror(-rc));
 		goto fail;
@@ -509,7 +511,7 @@ int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	}
 	errno = 0;
 	if (rdma_listen(l->id, LISTEN_BACKLOG)) {
-		rc = neg_errno(EADDRINUSE);
+		rc = rkv_verbs_neg_errno(EADDRINUSE);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_listen(%s:%u): %s",
 			addr->host, addr->port, strerror(-rc));
 		goto fail;
@@ -555,7 +557,7 @@ static int accept_one(struct verbs_tp *vt, struct verbs_cq *cq,
 	}
 	errno = 0;
 	if (rdma_migrate_id(id, ep->setup_ch)) {
-		rc = neg_errno(EINVAL);
+		rc = rkv_verbs_neg_errno(EINVAL);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_migrate_id(%s): %s",
 			ep->base.peer, strerror(-rc));
 		rdma_reject(id, NULL, 0);
@@ -584,7 +586,7 @@ static int accept_one(struct verbs_tp *vt, struct verbs_cq *cq,
 	param.qp_num = ep->qp_num;
 	errno = 0;
 	if (rdma_accept(id, &param)) {
-		rc = neg_errno(ECONNABORTED);
+		rc = rkv_verbs_neg_errno(ECONNABORTED);
 		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_accept(%s): %s",
 			ep->base.peer, strerror(-rc));
 		goto fail;

@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -144,5 +145,12 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		      struct rkv_cq *cq, int timeout_ms, struct rkv_ep **out);
 void rkv_verbs_ep_destroy(struct rkv_ep *ep);
 void rkv_verbs_cq_cm_events(struct verbs_cq *cq);
+
+/* errno after a failed rdma-core call as -errno, never 0: the one place
+ * the provider normalizes rdma-core's "NULL or -1 plus errno" results. */
+static inline int rkv_verbs_neg_errno(int fallback)
+{
+	return errno ? -errno : -fallback;
+}
 
 #endif

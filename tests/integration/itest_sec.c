@@ -26,6 +26,7 @@
 #include "msg.h"
 #include "rkv.h"
 #include "rtime.h"
+#include "raw.h"
 #include "srv.h"
 #include "test.h"
 #include "transport.h"
@@ -132,120 +133,7 @@ static long rss_kb(pid_t pid)
 
 /* ------------------------------------------------ raw transport client */
 
-#define RAW_RECVS 8
-
-/* A transport-level client speaking raw control messages and one-sided
- * operations. */
-struct raw {
-	struct rkv_tp *tp;
-	struct rkv_cq *cq;
-	struct rkv_ep *ep;
-	struct rkv_mr *mr;
-	unsigned next_recv;       /* next RECV buffer to complete */
-	uint32_t req_id;
-	char send[RKV_MSG_MAX];
-	char recv[RAW_RECVS][RKV_MSG_MAX];
-	char data[8192];          /* READ destination / WRITE source */
-	uint64_t word;            /* CAS / FETCH_ADD result */
-};
-
-static int raw_open(struct raw *r, const char *addr, unsigned nrecv)
-{
-	struct rkv_tp_opts o;
-	struct rkv_tp_addr a;
-	int rc;
-
-	memset(r, 0, sizeof(*r));
-	rkv_tp_addr_parse(addr, &a);
-	rkv_tp_opts_init(&o);
-	o.provider = a.provider;
-	o.timeout_ms = 1000;
-	rc = rkv_tp_create(&o, &r->tp);
-	if (!rc)
-		rc = rkv_cq_create(r->tp, 512, &r->cq);
-	if (!rc)
-		rc = rkv_mr_reg(r->tp, r, sizeof(*r), RKV_ACCESS_LOCAL_WRITE,
-				&r->mr);
-	if (!rc)
-		rc = rkv_connect(r->tp, addr, r->cq, 3000, &r->ep);
-	for (unsigned i = 0; !rc && i < nrecv && i < RAW_RECVS; i++) {
-		struct rkv_recv_wr rw = { .wr_id = 100 + i,
-					  .local = r->recv[i],
-					  .length = RKV_MSG_MAX,
-					  .lkey = r->mr->lkey };
-		rc = rkv_post_recv(r->ep, &rw, NULL);
-	}
-	return rc;
-}
-
-static void raw_close(struct raw *r)
-{
-	rkv_ep_destroy(r->ep);
-	rkv_mr_dereg(r->mr);
-	rkv_cq_destroy(r->cq);
-	rkv_tp_destroy(r->tp);
-	memset(r, 0, sizeof(*r));
-}
-
-static int raw_send_bytes(struct raw *r, const void *b, size_t n)
-{
-	struct rkv_wr w = { .wr_id = 1, .opcode = RKV_WR_SEND,
-			    .flags = RKV_WR_SIGNALED, .local = r->send,
-			    .length = (uint32_t)n, .lkey = r->mr->lkey };
-
-	memcpy(r->send, b, n);
-	return rkv_post(r->ep, &w, NULL);
-}
-
-static int raw_send(struct raw *r, struct rkv_msg *m)
-{
-	char wire[RKV_MSG_MAX];
-	int n;
-
-	m->hdr.req_id = ++r->req_id;
-	n = rkv_msg_encode(m, wire, sizeof(wire));
-	if (n < 0)
-		return n;
-	return raw_send_bytes(r, wire, (size_t)n);
-}
-
-/* Wait for the next received message: 0, -ECONNRESET, -ETIMEDOUT, or a
- * decode error. */
-static int raw_wait(struct raw *r, struct rkv_msg *out, int wait_ms)
-{
-	uint64_t end = rkv_now_ms() + (uint64_t)wait_ms;
-
-	while (rkv_now_ms() < end) {
-		struct rkv_wc wc[1];
-		int k = rkv_cq_poll(r->cq, wc, 1); /* one: keep the rest */
-
-		for (int i = 0; i < k; i++) {
-			if (wc[i].status != RKV_WC_SUCCESS)
-				return -ECONNRESET;
-			if (wc[i].wr_id >= 100) {
-				unsigned b = (unsigned)(wc[i].wr_id - 100);
-
-				r->next_recv = b + 1;
-				return rkv_msg_decode(r->recv[b],
-						      wc[i].byte_len, out);
-			}
-		}
-		if (rkv_ep_state(r->ep) == RKV_EP_ERROR)
-			return -ECONNRESET;
-		if (!k)
-			usleep(200);
-	}
-	return -ETIMEDOUT;
-}
-
-static int raw_call(struct raw *r, struct rkv_msg *m, struct rkv_msg *out)
-{
-	int rc = raw_send(r, m);
-
-	return rc ? rc : raw_wait(r, out, 3000);
-}
-
-static int raw_hello(struct raw *r, unsigned flags, const char *name,
+static int raw_hello(struct test_raw *r, unsigned flags, const char *name,
 		     struct rkv_msg *out)
 {
 	struct rkv_msg m;
@@ -254,7 +142,7 @@ static int raw_hello(struct raw *r, unsigned flags, const char *name,
 	m.hdr.type = RKV_MSG_HELLO;
 	m.u.hello.flags = flags;
 	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s", name);
-	return raw_call(r, &m, out);
+	return test_raw_call(r, &m, out);
 }
 
 static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
@@ -272,7 +160,7 @@ static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
 }
 
 /* One one-sided WR, signaled; returns its completion status. */
-static int raw_onesided(struct raw *r, enum rkv_wr_opcode op, uint64_t addr,
+static int raw_onesided(struct test_raw *r, enum rkv_wr_opcode op, uint64_t addr,
 			uint32_t rkey, uint32_t len, uint64_t cmp,
 			uint64_t swap)
 {
@@ -451,13 +339,13 @@ static void t_secret_file_checks(void)
 static void t_replay(void)
 {
 	struct test_srv s;
-	struct raw r1, r2;
+	struct test_raw r1, r2;
 	struct rkv_msg m, d1, d2, d;
 	uint8_t mac[RKV_AUTH_MAC_LEN];
 
 	ASSERT_EQ(start_auth(&s, NULL), 0);
-	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
-	ASSERT_EQ(raw_open(&r2, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r2, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello(&r1, 0, "replay", &d1), 0);
 	ASSERT_EQ(raw_hello(&r2, 0, "replay", &d2), 0);
 	ASSERT_EQ(d1.hdr.type, RKV_MSG_AUTH_CHALLENGE);
@@ -470,55 +358,55 @@ static void t_replay(void)
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
-	ASSERT_EQ(raw_call(&r2, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r2, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
 	EXPECT_EQ(d.u.error.status, -EACCES);
 	EXPECT_STREQ(d.u.error.text, "authentication failed");
-	EXPECT_TRUE(raw_wait(&r2, &d, 3000) == -ECONNRESET); /* closed */
-	raw_close(&r2);
+	EXPECT_TRUE(test_raw_wait(&r2, &d, 3000) == -ECONNRESET); /* closed */
+	test_raw_close(&r2);
 	/* on connection 1 it is right (it was a real response) */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
-	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r1, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
 	EXPECT_EQ(d.u.hello_reply.status, 0);
 	EXPECT_EQ(d.u.hello_reply.server_id, d1.u.auth_challenge.server_id);
 	/* and once in, a second response changes nothing */
-	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r1, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
 	EXPECT_EQ(d.u.error.status, -EALREADY);
-	raw_close(&r1);
+	test_raw_close(&r1);
 
 	/* the same name with a response computed for another name fails */
-	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r1, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello(&r1, 0, "alice", &d1), 0);
 	ASSERT_EQ(d1.hdr.type, RKV_MSG_AUTH_CHALLENGE);
 	mac_of(d1.u.auth_challenge.nonce, "mallory", mac);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 	memcpy(m.u.auth_response.mac, mac, sizeof(mac));
-	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r1, &m, &d), 0);
 	EXPECT_EQ(d.u.error.status, -EACCES);
-	raw_close(&r1);
+	test_raw_close(&r1);
 
 	/* any request other than the response is an authentication failure */
-	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r1, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello(&r1, 0, "eager", &d1), 0);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
-	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r1, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
 	EXPECT_EQ(d.u.error.status, -EACCES);
-	raw_close(&r1);
+	test_raw_close(&r1);
 	/* a response before HELLO */
-	ASSERT_EQ(raw_open(&r1, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r1, s.addr, 4), 0);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
-	ASSERT_EQ(raw_call(&r1, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r1, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);
 	EXPECT_EQ(d.u.error.status, -EPERM);
-	raw_close(&r1);
+	test_raw_close(&r1);
 
 	struct rkv_client *c = NULL;
 	struct rkv_server_stats st;
@@ -534,7 +422,7 @@ static void t_garbage_before_auth(void)
 {
 	struct test_srv s;
 	struct rkv_client *c = NULL;
-	struct raw r;
+	struct test_raw r;
 	struct rkv_msg d;
 	unsigned char junk[300];
 	char buf[16];
@@ -545,19 +433,19 @@ static void t_garbage_before_auth(void)
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (unsigned char)(i * 29 + 3);
 	/* garbage instead of HELLO */
-	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
-	EXPECT_EQ(raw_send_bytes(&r, junk, sizeof(junk)), 0);
-	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
-	raw_close(&r);
+	ASSERT_EQ(test_raw_open(&r, s.addr, 4), 0);
+	EXPECT_EQ(test_raw_send_bytes(&r, junk, sizeof(junk)), 0);
+	EXPECT_TRUE(test_raw_wait(&r, &d, 3000) < 0);
+	test_raw_close(&r);
 	/* garbage instead of the response */
-	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello(&r, 0, "junk", &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_AUTH_CHALLENGE);
-	EXPECT_EQ(raw_send_bytes(&r, junk, sizeof(junk)), 0);
-	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
-	raw_close(&r);
+	EXPECT_EQ(test_raw_send_bytes(&r, junk, sizeof(junk)), 0);
+	EXPECT_TRUE(test_raw_wait(&r, &d, 3000) < 0);
+	test_raw_close(&r);
 	/* a truncated response */
-	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello(&r, 0, "short", &d), 0);
 	{
 		struct rkv_msg m;
@@ -567,10 +455,10 @@ static void t_garbage_before_auth(void)
 		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 		int n = rkv_msg_encode(&m, wire, sizeof(wire));
 
-		EXPECT_EQ(raw_send_bytes(&r, wire, (size_t)n - 1), 0);
+		EXPECT_EQ(test_raw_send_bytes(&r, wire, (size_t)n - 1), 0);
 	}
-	EXPECT_TRUE(raw_wait(&r, &d, 3000) < 0);
-	raw_close(&r);
+	EXPECT_TRUE(test_raw_wait(&r, &d, 3000) < 0);
+	test_raw_close(&r);
 	EXPECT_EQ(kget(c, "keep", buf, sizeof(buf)), 0);
 	EXPECT_STREQ(buf, "me");
 	struct rkv_server_stats st;
@@ -638,11 +526,11 @@ static void t_read_only_client(void)
 }
 
 /* Connect read-only (raw) and take the geometry from HELLO_REPLY. */
-static int ro_conn(struct raw *r, const char *addr,
+static int ro_conn(struct test_raw *r, const char *addr,
 		   struct rkv_msg_hello_reply *h)
 {
 	struct rkv_msg m, d;
-	int rc = raw_open(r, addr, 4);
+	int rc = test_raw_open(r, addr, 4);
 
 	if (!rc)
 		rc = raw_hello(r, RKV_HELLO_READ_ONLY, "ro-raw", &d);
@@ -651,7 +539,7 @@ static int ro_conn(struct raw *r, const char *addr,
 		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 		mac_of(d.u.auth_challenge.nonce, "ro-raw",
 		       m.u.auth_response.mac);
-		rc = raw_call(r, &m, &d);
+		rc = test_raw_call(r, &m, &d);
 	}
 	if (!rc && (d.hdr.type != RKV_MSG_HELLO_REPLY ||
 		    d.u.hello_reply.status))
@@ -667,7 +555,7 @@ static void t_read_only_raw(void)
 	struct test_srv s;
 	struct rkv_client *rw = NULL;
 	struct rkv_msg_hello_reply h, h2;
-	struct raw r;
+	struct test_raw r;
 	static char idx0[4096], idx1[4096], blk0[512];
 	char buf[64];
 	uint64_t word = 0, blk_addr;
@@ -692,7 +580,7 @@ static void t_read_only_raw(void)
 	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
 			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
 	memcpy(blk0, r.data, sizeof(blk0));
-	raw_close(&r);
+	test_raw_close(&r);
 	/* each forbidden operation on a fresh connection (an error
 	 * completion puts the endpoint in error) */
 	struct {
@@ -720,7 +608,7 @@ static void t_read_only_raw(void)
 			       tries[t].data ? "data" : "index",
 			       rkv_wc_status_str((enum rkv_wc_status)st));
 		EXPECT_EQ(st, RKV_WC_REM_ACCESS_ERR);
-		raw_close(&r);
+		test_raw_close(&r);
 	}
 	/* memory unchanged */
 	ASSERT_EQ(ro_conn(&r, s.addr, &h2), 0);
@@ -731,7 +619,7 @@ static void t_read_only_raw(void)
 	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
 			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
 	EXPECT_TRUE(memcmp(blk0, r.data, sizeof(blk0)) == 0);
-	raw_close(&r);
+	test_raw_close(&r);
 	EXPECT_EQ(kget(rw, "victim", buf, sizeof(buf)), 0);
 	EXPECT_STREQ(buf, "precious");
 	rkv_client_destroy(rw);
@@ -745,20 +633,20 @@ static void t_max_clients(void)
 	const char *more[] = { "--max-clients", "4", NULL };
 	struct test_srv s;
 	struct rkv_client *c[6] = { NULL };
-	struct raw idle[10];
+	struct test_raw idle[10];
 	int rc;
 
 	ASSERT_EQ(start_auth(&s, more), 0);
 	/* connections that never say HELLO do not count as clients */
 	for (int i = 0; i < 10; i++)
-		ASSERT_EQ(raw_open(&idle[i], s.addr, 1), 0);
+		ASSERT_EQ(test_raw_open(&idle[i], s.addr, 1), 0);
 	for (int i = 0; i < 4; i++)
 		EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[i]), 0);
 	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[4]), -EUSERS);
 	EXPECT_EQ(connect_c(s.addr, g_secret, 1, &c[5]), -EUSERS);
 	printf("#   fifth client: %s\n", g_log);
 	for (int i = 0; i < 10; i++)
-		raw_close(&idle[i]);
+		test_raw_close(&idle[i]);
 	/* the full server still serves its clients */
 	if (c[0])
 		EXPECT_EQ(kput(c[0], "x", "1"), 0);
@@ -786,14 +674,14 @@ static void t_max_chunks(void)
 	struct rkv_msg_hello_reply h;
 	struct rkv_msg m, d;
 	struct rkv_client *c = NULL;
-	struct raw r;
+	struct test_raw r;
 	uint64_t off[3] = { 0 };
 	static char val[8000];
 	char k[32];
 
 	ASSERT_EQ(start_auth(&s, more), 0);
 	/* a raw read-write client: two grants, then EDQUOT */
-	ASSERT_EQ(raw_open(&r, s.addr, 4), 0);
+	ASSERT_EQ(test_raw_open(&r, s.addr, 4), 0);
 	{
 		struct rkv_msg hm;
 
@@ -803,7 +691,7 @@ static void t_max_chunks(void)
 		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
 		mac_of(hm.u.auth_challenge.nonce, "chunky",
 		       m.u.auth_response.mac);
-		ASSERT_EQ(raw_call(&r, &m, &d), 0);
+		ASSERT_EQ(test_raw_call(&r, &m, &d), 0);
 		ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
 		h = d.u.hello_reply;
 		(void)h;
@@ -820,7 +708,7 @@ static void t_max_chunks(void)
 	for (int i = 0; i < 3; i++) {
 		memset(&m, 0, sizeof(m));
 		m.hdr.type = RKV_MSG_CHUNK_ALLOC;
-		ASSERT_EQ(raw_call(&r, &m, &d), 0);
+		ASSERT_EQ(test_raw_call(&r, &m, &d), 0);
 		ASSERT_EQ(d.hdr.type, RKV_MSG_CHUNK_GRANT);
 		EXPECT_EQ(d.u.chunk_grant.status, i < 2 ? 0 : -EDQUOT);
 		off[i] = d.u.chunk_grant.offset;
@@ -830,7 +718,7 @@ static void t_max_chunks(void)
 	m.hdr.type = RKV_MSG_CHUNK_RETIRE;
 	m.u.chunk_retire.offset = off[0];
 	m.u.chunk_retire.len = 64 << 10;
-	ASSERT_EQ(raw_call(&r, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r, &m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ACK);
 	EXPECT_EQ(d.u.ack.status, 0);
 	{
@@ -845,9 +733,9 @@ static void t_max_chunks(void)
 	}
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
-	ASSERT_EQ(raw_call(&r, &m, &d), 0);
+	ASSERT_EQ(test_raw_call(&r, &m, &d), 0);
 	EXPECT_EQ(d.u.chunk_grant.status, 0);
-	raw_close(&r);
+	test_raw_close(&r);
 	/* librkv retires full chunks before asking for more: many chunks'
 	 * worth of puts work under the limit */
 	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &c), 0);
@@ -875,7 +763,7 @@ static void t_max_inflight(void)
 	struct test_srv s;
 	struct rkv_client *c = NULL;
 	struct rkv_msg m, d;
-	struct raw r;
+	struct test_raw r;
 	char buf[16];
 
 	ASSERT_EQ(start(&s, more), 0);
@@ -890,7 +778,7 @@ static void t_max_inflight(void)
 
 	EXPECT_EQ(rkv_server_stats(c, 0, &st), 0);
 	/* a raw client with 6 requests out and RECVs for all replies */
-	ASSERT_EQ(raw_open(&r, s.addr, 8), 0);
+	ASSERT_EQ(test_raw_open(&r, s.addr, 8), 0);
 	ASSERT_EQ(raw_hello(&r, 0, "burst", &d), 0);
 	int sent = 0, got = 0;
 
@@ -907,14 +795,14 @@ static void t_max_inflight(void)
 			sent++;
 	}
 	for (int i = 0; i < sent; i++)
-		if (raw_wait(&r, &d, 5000) == 0 &&
+		if (test_raw_wait(&r, &d, 5000) == 0 &&
 		    d.hdr.type == RKV_MSG_STATS_REPLY)
 			got++;
 	printf("#   --max-inflight 2: %d requests sent at once, %d answered\n",
 	       sent, got);
 	EXPECT_EQ(sent, 6);
 	EXPECT_EQ(got, 6);
-	raw_close(&r);
+	test_raw_close(&r);
 	EXPECT_EQ(kget(c, "7", buf, sizeof(buf)), 0);
 	rkv_client_destroy(c);
 	EXPECT_EQ(test_srv_stop(&s), 0);
@@ -928,7 +816,7 @@ static void t_silent_clients(void)
 	enum { NSILENT = 6, NREQ = 60 };
 	struct test_srv s;
 	struct rkv_client *c = NULL;
-	static struct raw r[NSILENT];
+	static struct test_raw r[NSILENT];
 	struct rkv_msg m, d;
 	struct rkv_server_stats st;
 	char buf[32];
@@ -940,7 +828,7 @@ static void t_silent_clients(void)
 	EXPECT_EQ(kput(c, "alive", "yes"), 0);
 	rss0 = rss_kb(s.pid);
 	for (int i = 0; i < NSILENT; i++) {
-		ASSERT_EQ(raw_open(&r[i], s.addr, 1), 0);
+		ASSERT_EQ(test_raw_open(&r[i], s.addr, 1), 0);
 		ASSERT_EQ(raw_hello(&r[i], 0, "silent", &d), 0);
 		EXPECT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
 		memset(&m, 0, sizeof(m));
@@ -998,7 +886,7 @@ static void t_silent_clients(void)
 	if (!RKV_TEST_SANITIZED && rss0 > 0 && rss1 > 0)
 		EXPECT_TRUE(rss1 - rss0 < 64 * 1024);
 	for (int i = 0; i < NSILENT; i++)
-		raw_close(&r[i]);
+		test_raw_close(&r[i]);
 	/* and new clients are served */
 	struct rkv_client *c2 = NULL;
 
