@@ -9,6 +9,8 @@
 #                     KV get/put per provider, YCSB beside Redis/memcached
 #   make run          build, start a server, run YCSB workload B (tcp)
 #   make fuzz         fuzz every decoder for FUZZ_SECONDS (default 600)
+#   make check-gpu    build and run every GPU test and the GPU benchmark
+#                     (tools/check-gpu.sh; skips with a reason without a GPU)
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
@@ -55,6 +57,21 @@ override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer \
 override LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 LDLIBS_SYS := -lrdmacm -libverbs -lcrypto -lpthread -lm
+
+# CUDA (common/gpu/): the static runtime, which loads libcuda.so.1 itself
+# at the first CUDA call, so binaries start on machines without a driver
+# and host-memory paths never touch it.  Device code for sm_90 plus
+# compute_90 PTX (JIT-compiled on newer GPUs).
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+ifeq ($(WITH_CUDA),1)
+override CFLAGS += -DRKV_WITH_CUDA -isystem $(CUDA_HOME)/include
+LDLIBS_SYS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+NVCCFLAGS ?= -O2 -g
+override NVCCFLAGS += -std=c++17 $(CUDA_ARCH) -DRKV_WITH_CUDA \
+	-Xcompiler -fPIC,-Wall,-Werror -I. -Icommon -Icommon/gpu -MMD -MP
+endif
 ifeq ($(MALLOC),jemalloc)
 LDLIBS_SYS += -ljemalloc
 endif
@@ -66,6 +83,11 @@ TST := $(O)/tests
 
 # ---------------------------------------------------------------- sources
 COMMON_SRCS := $(wildcard common/*.c common/transport/*.c)
+ifeq ($(WITH_CUDA),1)
+COMMON_SRCS += $(wildcard common/gpu/*.c)
+COMMON_CU_SRCS := $(wildcard common/gpu/*.cu)
+endif
+GPU_TEST_SRCS := $(wildcard tests/gpu/gpu_*.c)
 PROTO_SRCS := $(wildcard proto/*.c)
 TESTLIB_SRCS := $(wildcard tests/lib/*.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -82,11 +104,14 @@ CLIENT_SRCS := $(wildcard client/*.c)
 CLI_SRCS := $(wildcard tools/rkv.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
+COMMON_OBJS := $(call obj,$(COMMON_SRCS)) \
+	$(patsubst %.cu,$(OBJ)/%.cu.o,$(COMMON_CU_SRCS))
 
 COMMON_LIB := $(LIB)/librkv_common.a
 PROTO_LIB := $(LIB)/librkv_proto.a
 TESTLIB := $(LIB)/librkv_testlib.a
 UNIT_BINS := $(patsubst tests/unit/%.c,$(TST)/%,$(UNIT_SRCS))
+GPU_TEST_BINS := $(patsubst tests/gpu/%.c,$(TST)/%,$(GPU_TEST_SRCS))
 ITEST_BINS := $(patsubst tests/integration/%.c,$(TST)/%,$(ITEST_SRCS))
 CONF_BIN := $(if $(CONF_SRCS),$(TST)/conformance)
 BENCH_TP_BIN := $(if $(BENCH_TP_SRCS),$(BIN)/rkv-bench-transport)
@@ -104,16 +129,20 @@ ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
 	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(BENCH_PS_BIN) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
-	$(CLI_BIN)
+	$(CLI_BIN) $(GPU_TEST_BINS)
 
-.PHONY: all deps test check-rdma bench run fuzz clean install
+.PHONY: all deps test check-rdma check-gpu bench run fuzz clean install
 all: $(ALL_TARGETS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(COMMON_LIB): $(call obj,$(COMMON_SRCS))
+$(OBJ)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(COMMON_LIB): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -134,7 +163,7 @@ $(CLIENT_LIB): $(call obj,$(CLIENT_SRCS))
 	rm -f $@ && ar rcs $@ $^
 
 # librkv.so: hidden visibility, exported API listed in client/librkv.map.
-$(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+$(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
 		-Wl,--version-script=client/librkv.map \
@@ -176,6 +205,10 @@ $(TST)/itest_%: $(OBJ)/tests/integration/itest_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
+$(TST)/gpu_%: $(OBJ)/tests/gpu/gpu_%.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
 $(TST)/conformance: $(call obj,$(CONF_SRCS)) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
@@ -191,6 +224,10 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh $(O)
+
+# No deps here: a lent GPU machine may reach no package mirror.
+check-gpu:
+	@bash tools/check-gpu.sh $(O)
 
 check-rdma: deps
 	@$(MAKE) --no-print-directory all

@@ -17,6 +17,13 @@
  * proto/msg.h) with OpenSSL's libcrypto, and only then gets the rkeys.
  * A read_only client fails put, delete and rmw with -EACCES before
  * sending anything (its rkeys would refuse them anyway).
+ *
+ * rkey rotation: a server may send RKEY_UPDATE at any time (proto/msg.h).
+ * The new rkeys replace the old ones in the server's geometry and in every
+ * WR queued for its next doorbell, then RKEY_ACK goes out on the same
+ * endpoint behind every WR posted with an old key.  A client that was idle
+ * polls its CQ before building WRs (client_progress), so it never posts
+ * with keys the server may already have revoked.
  */
 #include "client_internal.h"
 
@@ -62,6 +69,9 @@ void rkv_client_opts_init(struct rkv_client_opts *opts)
 	opts->cache_entries = 65536;
 	opts->max_value = RKV_VALUE_MAX;
 	opts->gid_index = -1;
+	opts->secret_file = getenv("RKV_SECRET_FILE");
+	if (opts->secret_file && !*opts->secret_file)
+		opts->secret_file = NULL;
 }
 
 /* ---------------------------------------------------------- server list */
@@ -125,6 +135,12 @@ static int parse_servers(struct rkv_client *c)
 }
 
 /* ------------------------------------------------------------- control */
+
+/* Send buffers: CTRL_SENDS for requests, then one for RKEY_ACK. */
+#define CTRL_SEND_BUFS (CTRL_SENDS + 1)
+#define CTRL_ACK_BUF CTRL_SENDS
+/* Poll the CQ before building WRs after this long without a poll. */
+#define IDLE_POLL_MS 20
 
 static char *ctrl_send_buf(struct server *s, unsigned i)
 {
@@ -281,6 +297,77 @@ static void handle_reply(struct server *s, const struct rkv_msg *m)
 	}
 }
 
+/* Post RKEY_ACK for the epoch applied, unless the ACK buffer is busy (then
+ * the SEND completion sends it). */
+static void send_rkey_ack(struct server *s)
+{
+	struct rkv_msg m;
+	int n, rc;
+
+	if (s->dead || s->ack_busy || s->rkey_acked == s->rkey_epoch)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_RKEY_ACK;
+	m.u.rkey_ack.epoch = s->rkey_epoch;
+	n = rkv_msg_encode(&m, ctrl_send_buf(s, CTRL_ACK_BUF), RKV_MSG_MAX);
+	if (n < 0)
+		return;
+	struct rkv_wr wr = {
+		.wr_id = WRID_CTRL | ((uint64_t)s->idx << 8) | CTRL_ACK_BUF,
+		.opcode = RKV_WR_SEND,
+		.flags = RKV_WR_SIGNALED,
+		.local = ctrl_send_buf(s, CTRL_ACK_BUF),
+		.length = (uint32_t)n,
+		.lkey = s->c->lmr->lkey,
+	};
+	/* every queued WR (they carry the new keys now) goes first */
+	srv_flush(s);
+	rc = rkv_post(s->ep, &wr, NULL);
+	if (rc) {
+		srv_fail(s, rc);
+		return;
+	}
+	s->ack_busy = 1;
+	s->rkey_acked = s->rkey_epoch;
+}
+
+static void swap_rkey(struct rkv_wr *w, uint32_t from, uint32_t to)
+{
+	if (w->rkey == from)
+		w->rkey = to;
+}
+
+/* RKEY_UPDATE: switch keys, also in WRs not posted yet, then acknowledge. */
+static void apply_rkeys(struct server *s, const struct rkv_msg_rkey_update *u)
+{
+	struct rkv_client *c = s->c;
+
+	if (u->epoch <= s->rkey_epoch) {
+		clog_(c, 2, "server %s: stale RKEY_UPDATE (epoch %u after %u)",
+		      s->addr, u->epoch, s->rkey_epoch);
+		return;
+	}
+	for (struct rkv_wr *w = s->pend_head; w; w = w->next) {
+		if (w->opcode == RKV_WR_SEND)
+			continue;
+		/* index and data rkeys are distinct registrations */
+		if (w->rkey == s->index_rkey)
+			w->rkey = u->index_rkey;
+		else if (w->rkey == s->data_rkey)
+			w->rkey = u->data_rkey;
+		else if (s->counters_count)
+			swap_rkey(w, s->counters_rkey, u->counters_rkey);
+	}
+	s->index_rkey = u->index_rkey;
+	s->data_rkey = u->data_rkey;
+	if (s->counters_count)
+		s->counters_rkey = u->counters_rkey;
+	s->rkey_epoch = u->epoch;
+	c->st.rkey_updates++;
+	clog_(c, 0, "server %s: rkeys of epoch %u", s->addr, u->epoch);
+	send_rkey_ack(s);
+}
+
 static void handle_ctrl_wc(struct rkv_client *c, const struct rkv_wc *wc)
 {
 	unsigned si = (unsigned)(wc->wr_id >> 8) & 0xffff;
@@ -295,8 +382,14 @@ static void handle_ctrl_wc(struct rkv_client *c, const struct rkv_wc *wc)
 		srv_fail(s, -ECONNRESET);
 		return;
 	}
-	if (!(wc->wr_id & WRID_CTRL_RECV))
-		return; /* a SEND finished; the request waits for its reply */
+	if (!(wc->wr_id & WRID_CTRL_RECV)) {
+		/* a SEND finished; a request waits for its reply */
+		if (bi == CTRL_ACK_BUF) {
+			s->ack_busy = 0;
+			send_rkey_ack(s);
+		}
+		return;
+	}
 	if (bi >= CTRL_RECVS)
 		return;
 	int rc = rkv_msg_decode(ctrl_recv_buf(s, bi), wc->byte_len, &m);
@@ -307,7 +400,10 @@ static void handle_ctrl_wc(struct rkv_client *c, const struct rkv_wc *wc)
 		srv_fail(s, rc == -EPROTO ? -EPROTO : -EBADMSG);
 		return;
 	}
-	handle_reply(s, &m);
+	if (m.hdr.type == RKV_MSG_RKEY_UPDATE && m.hdr.req_id == 0)
+		apply_rkeys(s, &m.u.rkey_update);
+	else
+		handle_reply(s, &m);
 	if (!s->dead && post_ctrl_recv(s, bi))
 		srv_fail(s, -ECONNRESET);
 }
@@ -515,11 +611,38 @@ static void handle_op_wc(struct rkv_client *c, const struct rkv_wc *wc)
 		op_round_done(o);
 }
 
-int client_progress(struct rkv_client *c)
+static int poll_cq(struct rkv_client *c)
 {
 	struct rkv_wc wc[32];
+	int n = rkv_cq_poll(c->cq, wc, 32);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (wc[i].wr_id & WRID_CTRL)
+			handle_ctrl_wc(c, &wc[i]);
+		else if (wc[i].wr_id & WRID_AUX)
+			aux_wc(c, &wc[i]);
+		else
+			handle_op_wc(c, &wc[i]);
+	}
+	c->last_poll_ms = rkv_coarse_ms();
+	return n;
+}
+
+int client_progress(struct rkv_client *c)
+{
 	uint64_t now = 0;
 	int n, total = 0;
+
+	/* Idle for a while: an RKEY_UPDATE may be waiting; take it before
+	 * building WRs with keys that may be revoked. */
+	if (rkv_coarse_ms() - c->last_poll_ms > IDLE_POLL_MS) {
+		n = poll_cq(c);
+		if (n < 0)
+			return n;
+		total += n;
+	}
 
 	for (unsigned i = 0; i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
@@ -545,17 +668,9 @@ int client_progress(struct rkv_client *c)
 	}
 	for (unsigned i = 0; i < c->nsrv; i++)
 		srv_flush(&c->srv[i]);
-	n = rkv_cq_poll(c->cq, wc, 32);
+	n = poll_cq(c);
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n; i++) {
-		if (wc[i].wr_id & WRID_CTRL)
-			handle_ctrl_wc(c, &wc[i]);
-		else if (wc[i].wr_id & WRID_AUX)
-			aux_wc(c, &wc[i]);
-		else
-			handle_op_wc(c, &wc[i]);
-	}
 	total += n;
 	if (n)
 		for (unsigned i = 0; i < c->nsrv; i++)
@@ -818,7 +933,7 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	to.device = c->opts.device;
 	to.port = c->opts.port;
 	to.gid_index = c->opts.gid_index;
-	to.max_send_wr = c->nslots * ROUND_MAX_WR + CTRL_SENDS + 4;
+	to.max_send_wr = c->nslots * ROUND_MAX_WR + CTRL_SEND_BUFS + 4;
 	if (to.max_send_wr > 16384)
 		to.max_send_wr = 16384;
 	to.max_recv_wr = CTRL_RECVS + 4;
@@ -827,7 +942,7 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	if (rc)
 		goto err;
 	rc = rkv_cq_create(c->tp, c->nslots * ROUND_MAX_WR +
-				   c->nsrv * (CTRL_SENDS + CTRL_RECVS) + 64,
+				   c->nsrv * (CTRL_SEND_BUFS + CTRL_RECVS) + 64,
 			   &c->cq);
 	if (rc)
 		goto err;
@@ -837,7 +952,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
-	size_t ctrl = (size_t)c->nsrv * (CTRL_RECVS + CTRL_SENDS) * RKV_MSG_MAX;
+	size_t ctrl =
+		(size_t)c->nsrv * (CTRL_RECVS + CTRL_SEND_BUFS) * RKV_MSG_MAX;
 
 	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) + ctrl +
 		      AUX_WORDS * sizeof(uint64_t);
@@ -879,7 +995,7 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 		s->ctrl_recv = p;
 		p += (size_t)CTRL_RECVS * RKV_MSG_MAX;
 		s->ctrl_send = p;
-		p += (size_t)CTRL_SENDS * RKV_MSG_MAX;
+		p += (size_t)CTRL_SEND_BUFS * RKV_MSG_MAX;
 	}
 	c->aux_words = (uint64_t *)(void *)p; /* 8-aligned: sizes above are */
 	p += AUX_WORDS * sizeof(uint64_t);

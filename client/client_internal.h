@@ -26,7 +26,8 @@ _Static_assert(RKV_VALUE_MAX == RKV_MAX_VALUE, "public value limit");
 
 #define MAX_SERVERS 256
 #define ROUND_MAX_WR 20       /* WRs in one round of one op */
-#define CTRL_RECVS 4          /* RECVs posted per server */
+#define CTRL_RECVS 6          /* RECVs posted per server: replies to
+				 * CTRL_SENDS requests + 2 RKEY_UPDATEs */
 #define CTRL_SENDS 4          /* control requests in flight per server */
 #define MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
 #define CHUNKS_MAX 8          /* chunks held per server at once */
@@ -70,6 +71,9 @@ struct server {
 	uint32_t index_rkey, data_rkey, chunk_size, lease_ms, grace_ms;
 	uint64_t counters_addr;   /* counter region (0 words: none) */
 	uint32_t counters_rkey, counters_count;
+	uint32_t rkey_epoch;      /* last RKEY_UPDATE applied (0: HELLO's) */
+	uint32_t rkey_acked;      /* last epoch whose RKEY_ACK was posted */
+	int ack_busy;             /* the ACK send buffer awaits completion */
 	/* doorbell batching: WRs queued for the next rkv_post */
 	struct rkv_wr *pend_head, *pend_tail;
 	unsigned pend_n;
@@ -210,6 +214,7 @@ struct rkv_client {
 	unsigned cache_n;        /* power of two */
 	struct rkv_client_stats st;
 	uint64_t last_ctrl_ms;
+	uint64_t last_poll_ms;    /* rkv_coarse_ms of the last CQ poll */
 	char addrbuf[300];
 	unsigned char *secret;   /* opts' secret, copied; NULL: none */
 	size_t secret_len;

@@ -85,7 +85,10 @@ struct rkv_client_opts {
 	size_t secret_len;
 };
 
-/* Fill opts with defaults.  Thread safety: touches only opts. */
+/* Fill opts with defaults; secret_file defaults to $RKV_SECRET_FILE when
+ * that is set and not empty, so every program built on librkv (tools,
+ * benchmarks, examples) can reach a server that asks for a secret.
+ * Thread safety: touches only opts. */
 void rkv_client_opts_init(struct rkv_client_opts *opts);
 
 /*
@@ -245,6 +248,7 @@ struct rkv_client_stats {
 	uint64_t chunks;          /* chunks granted by servers */
 	uint64_t blocks_returned; /* unlinked blocks handed back */
 	uint64_t doorbells;       /* rkv_post calls */
+	uint64_t rkey_updates;    /* new rkeys applied (server rotation) */
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */

@@ -98,6 +98,8 @@ const char *rkv_msg_type_str(unsigned type)
 	case RKV_MSG_COUNTER_REPLY: return "COUNTER_REPLY";
 	case RKV_MSG_AUTH_CHALLENGE: return "AUTH_CHALLENGE";
 	case RKV_MSG_AUTH_RESPONSE: return "AUTH_RESPONSE";
+	case RKV_MSG_RKEY_UPDATE: return "RKEY_UPDATE";
+	case RKV_MSG_RKEY_ACK: return "RKEY_ACK";
 	}
 	return "UNKNOWN";
 }
@@ -207,6 +209,15 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		break;
 	case RKV_MSG_AUTH_RESPONSE:
 		FBYTES(c, dir, m->u.auth_response.mac, RKV_AUTH_MAC_LEN);
+		break;
+	case RKV_MSG_RKEY_UPDATE:
+		F32(c, dir, m->u.rkey_update.epoch);
+		F32(c, dir, m->u.rkey_update.index_rkey);
+		F32(c, dir, m->u.rkey_update.data_rkey);
+		F32(c, dir, m->u.rkey_update.counters_rkey);
+		break;
+	case RKV_MSG_RKEY_ACK:
+		F32(c, dir, m->u.rkey_ack.epoch);
 		break;
 	default:
 		return -2;

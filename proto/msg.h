@@ -66,6 +66,8 @@ enum rkv_msg_type {
 	RKV_MSG_COUNTER_REPLY = 12,
 	RKV_MSG_AUTH_CHALLENGE = 13,
 	RKV_MSG_AUTH_RESPONSE = 14,
+	RKV_MSG_RKEY_UPDATE = 15,
+	RKV_MSG_RKEY_ACK = 16,
 };
 const char *rkv_msg_type_str(unsigned type);
 
@@ -193,6 +195,32 @@ struct rkv_msg_auth_response {
 	uint8_t mac[RKV_AUTH_MAC_LEN];
 };
 
+/*
+ * rkey rotation (rkv-server --rotate-rkeys).  The server registers its
+ * regions anew and sends RKEY_UPDATE (req_id 0: unsolicited) to every ready
+ * client: the rkeys of the new registrations, with the access the client
+ * was given at HELLO (read-only clients get read-only rkeys; counters_rkey
+ * is 0 for them and when there is no counter region).  Addresses do not
+ * change.  The client uses the new rkeys for every WR it posts from then on
+ * and answers RKEY_ACK with the same epoch (req_id 0; no reply).  An RC
+ * endpoint executes requests in order, so once the ACK arrives no WR with
+ * an old rkey can still come from that client; the server deregisters the
+ * old registrations when every client has acknowledged, or at the latest
+ * RKV_ROTATE_OVERLAP_MS after the update.
+ */
+#define RKV_ROTATE_OVERLAP_MS 1000
+
+struct rkv_msg_rkey_update {
+	uint32_t epoch;         /* 1, 2, ... per server run */
+	uint32_t index_rkey;
+	uint32_t data_rkey;
+	uint32_t counters_rkey;
+};
+
+struct rkv_msg_rkey_ack {
+	uint32_t epoch;         /* as in the RKEY_UPDATE applied */
+};
+
 #define RKV_ERROR_TEXT_MAX 200
 
 struct rkv_msg_error {
@@ -217,6 +245,8 @@ struct rkv_msg {
 		struct rkv_msg_counter_reply counter_reply;
 		struct rkv_msg_auth_challenge auth_challenge;
 		struct rkv_msg_auth_response auth_response;
+		struct rkv_msg_rkey_update rkey_update;
+		struct rkv_msg_rkey_ack rkey_ack;
 	} u;
 };
 

@@ -77,6 +77,12 @@ static const struct cfg_row g_rows[] = {
 	  NULL, "FILE",
 	  "shared secret clients must prove (HMAC challenge); mode 0600 or "
 	  "stricter" },
+	{ "data-memory", T_STR, FIELD(data_memory), CAP(data_memory), 0, 0, 0,
+	  "host", "WHERE",
+	  "data region in host memory, or gpu[:N] (CUDA device N, default 0)" },
+	{ "rotate-rkeys", T_U64, FIELD(rotate_s), 0, 0, 86400, 0, "0", "SECONDS",
+	  "register the regions anew and hand clients new rkeys this often; "
+	  "0: never" },
 	{ "device", T_STR, FIELD(device), CAP(device), 0, 0, 0, NULL, "NAME",
 	  "verbs: RDMA device (default: first with an active port)" },
 	{ "port", T_I64, FIELD(port), 0, 0, 255, 0, "0", "N",
@@ -299,6 +305,7 @@ void rkv_srv_config_init(struct rkv_srv_config *cfg)
 	}
 	cfg->nbuckets = cfg->buckets ? cfg->buckets
 				     : rkv_srv_buckets_for(cfg->capacity);
+	cfg->data_gpu = -1;
 }
 
 int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
@@ -332,6 +339,22 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 	if (is_set(cfg, "buckets") && is_set(cfg, "capacity")) {
 		errf(err, errlen,
 		     "--buckets and --capacity size the same index: give one");
+		return -EINVAL;
+	}
+	if (strcmp(cfg->data_memory, "host") == 0) {
+		cfg->data_gpu = -1;
+	} else if (strcmp(cfg->data_memory, "gpu") == 0) {
+		cfg->data_gpu = 0;
+	} else if (strncmp(cfg->data_memory, "gpu:", 4) == 0 &&
+		   cfg->data_memory[4] >= '0' && cfg->data_memory[4] <= '9' &&
+		   strlen(cfg->data_memory) <= 7 &&
+		   strspn(cfg->data_memory + 4, "0123456789") ==
+			   strlen(cfg->data_memory + 4)) {
+		cfg->data_gpu = atoi(cfg->data_memory + 4);
+	} else {
+		errf(err, errlen,
+		     "--data-memory: '%s' is not host, gpu or gpu:N",
+		     cfg->data_memory);
 		return -EINVAL;
 	}
 	if (cfg->grace_ms <= cfg->lease_ms) {

@@ -329,6 +329,7 @@ void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms)
 			 now_ms - c->since_ms > RKV_CTRL_LINGER_MS)
 			conn_close(c, now_ms, 1, "final reply not completed");
 	}
+	rkv_srv_rotate_tick(srv, now_ms);
 }
 
 /* ------------------------------------------------------------ replies */
@@ -448,6 +449,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	}
 	copy_name(c->name, hm->name);
 	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
+	c->rkey_epoch = c->rkey_sent = rkv_srv_rotate_epoch(srv);
 	c->client_id = srv->next_client_id++;
 	if (!srv->next_client_id)
 		srv->next_client_id = 1;
@@ -619,6 +621,7 @@ static int is_request(unsigned type)
 	case RKV_MSG_STATS:
 	case RKV_MSG_COUNTER_OPEN:
 	case RKV_MSG_AUTH_RESPONSE:
+	case RKV_MSG_RKEY_ACK:
 		return 1;
 	}
 	return 0;
@@ -701,6 +704,19 @@ static int bad_msg(struct rkv_srv_conn *c, uint64_t now_ms, const char *what)
 	return CLOSED;
 }
 
+/* Post receive buffer rb again.  Returns enum serve_rc. */
+static int repost(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
+{
+	int rc = post_recv(c, rb);
+
+	if (rc) {
+		conn_close(c, now_ms, 1, "cannot repost a RECV: %s",
+			   strerror(-rc));
+		return CLOSED;
+	}
+	return SERVED;
+}
+
 /* Serve receive buffer rb (a free send buffer exists).  Returns enum
  * serve_rc. */
 static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
@@ -735,6 +751,15 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		snprintf(what, sizeof(what), "%s instead of AUTH_RESPONSE",
 			 rkv_msg_type_str(m->hdr.type));
 		return auth_fail(c, m->hdr.req_id, now_ms, what);
+	}
+
+	if (m->hdr.type == RKV_MSG_RKEY_ACK) { /* a notice: no reply */
+		if (c->state != RKV_CONN_READY ||
+		    m->u.rkey_ack.epoch <= c->rkey_epoch ||
+		    m->u.rkey_ack.epoch > c->rkey_sent)
+			return bad_msg(c, now_ms, "RKEY_ACK of an epoch not sent");
+		rkv_srv_rotate_ack(c, m->u.rkey_ack.epoch);
+		return repost(c, rb, now_ms);
 	}
 
 	switch (m->hdr.type) {
@@ -806,13 +831,35 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 			   strerror(-rc));
 		return CLOSED;
 	}
-	rc = post_recv(c, rb);
+	return repost(c, rb, now_ms);
+}
+
+int rkv_srv_ctrl_send_rkeys(struct rkv_srv_conn *c, uint32_t epoch,
+			    uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+	struct rkv_msg_rkey_update *u = &srv->rep.u.rkey_update;
+	int rc;
+
+	if (c->state != RKV_CONN_READY)
+		return 0;
+	if (free_send(c) < 0)
+		return -EBUSY;
+	init_rep(srv, RKV_MSG_RKEY_UPDATE, 0);
+	memset(u, 0, sizeof(*u));
+	u->epoch = epoch;
+	u->index_rkey = (c->read_only ? srv->index_ro_mr : srv->index_mr)->rkey;
+	u->data_rkey = (c->read_only ? srv->data_ro_mr : srv->data_mr)->rkey;
+	if (srv->ctr_mr && !c->read_only)
+		u->counters_rkey = srv->ctr_mr->rkey;
+	rc = send_reply(c, now_ms);
 	if (rc) {
-		conn_close(c, now_ms, 1, "cannot repost a RECV: %s",
+		conn_close(c, now_ms, 1, "cannot send RKEY_UPDATE: %s",
 			   strerror(-rc));
-		return CLOSED;
+		return rc;
 	}
-	return SERVED;
+	c->rkey_sent = epoch;
+	return 0;
 }
 
 /* Serve waiting requests while send buffers are free. */

@@ -10,6 +10,10 @@
  * never a get or put, so a short sleep costs clients nothing but the
  * latency of a chunk grant.
  *
+ * --data-memory gpu[:N] is checked first (driver, device): when the GPU
+ * cannot be used the server prints one line naming the cause and exits 1
+ * before it builds anything.
+ *
  * Exit status: 0 after a signal, 1 when the server cannot start, 2 for a
  * bad command line or an unusable --secret-file (unreadable, empty, or
  * open to group or others).
@@ -21,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "datamem.h"
 #include "rtime.h"
 #include "server_internal.h"
 
@@ -100,6 +105,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rkv_log_set_level((enum rkv_log_level)cfg.log_level);
+	if (cfg.data_gpu >= 0) {
+		struct rkv_srv_datamem *dm = NULL;
+
+		if (rkv_srv_datamem_open(cfg.data_gpu, err, sizeof(err), &dm)) {
+			fprintf(stderr, "rkv-server: --data-memory %s: %s\n",
+				cfg.data_memory, err);
+			rkv_srv_wipe(cfg.secret, sizeof(cfg.secret));
+			return 1;
+		}
+		rkv_srv_datamem_close(&dm);
+	}
 	rkv_srv_config_print(&cfg, stderr);
 	if (cfg.secret_len && cfg.secret_len < RKV_SRV_SECRET_WEAK)
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,

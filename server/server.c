@@ -16,6 +16,13 @@
  * A third, small region holds the counter words (--counters): remote
  * atomic access for every read-write client, named by COUNTER_OPEN.
  *
+ * The data region lives where --data-memory says (datamem.c: host memory
+ * or a CUDA device; the index and counters stay in host memory).  The
+ * backend is opened first, before the transport: a GPU that cannot be
+ * used refuses the start before anything was built.  A GPU region that
+ * cannot be registered (verbs: neither dma-buf nor peer memory) is an
+ * error too, never a silent copy through host memory.
+ *
  * rkv_srv_create is a goto ladder; rkv_srv_destroy mirrors it and accepts a
  * partly built server.
  */
@@ -27,6 +34,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "datamem.h"
 #include "rtime.h"
 #include "server_internal.h"
 
@@ -43,26 +51,45 @@ static uint32_t random_id(void)
 	return id ? id : 1;
 }
 
-static int reg_region(struct rkv_srv *srv, const char *what, size_t len,
-		      unsigned access, void **mem, struct rkv_mr **mr,
-		      struct rkv_mr **ro_mr)
+/* Register memory of region what: the data region through its backend. */
+static int region_mr(struct rkv_srv *srv, struct rkv_srv_datamem *dm,
+		     void *mem, size_t len, unsigned access,
+		     struct rkv_mr **out)
 {
-	int rc = rkv_tp_mem_alloc(srv->tp, len, mem);
+	if (dm)
+		return rkv_srv_datamem_reg(dm, srv->tp, mem, len, access, out);
+	return rkv_mr_reg(srv->tp, mem, len, access, out);
+}
 
+static int reg_region(struct rkv_srv *srv, const char *what,
+		      struct rkv_srv_datamem *dm, size_t len, unsigned access,
+		      void **mem, struct rkv_mr **mr, struct rkv_mr **ro_mr)
+{
+	const char *where = dm ? rkv_srv_datamem_describe(dm) : "host memory";
+	int gpu = dm ? rkv_srv_datamem_gpu(dm) : -1;
+	int rc;
+
+	if (dm)
+		rc = rkv_srv_datamem_alloc(dm, srv->tp, len, mem);
+	else
+		rc = rkv_tp_mem_alloc(srv->tp, len, mem);
 	if (rc) {
+		*mem = NULL;
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"%s region: cannot allocate %zu bytes: %s", what, len,
-			strerror(-rc));
+			"%s region: cannot allocate %zu bytes of %s: %s%s%s",
+			what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
+			gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
 		return rc;
 	}
-	rc = rkv_mr_reg(srv->tp, *mem, len, access, mr);
+	rc = region_mr(srv, dm, *mem, len, access, mr);
 	if (rc) {
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"%s region: cannot register %zu bytes: %s", what, len,
-			strerror(-rc));
+			"%s region: cannot register %zu bytes of %s: %s%s%s",
+			what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
+			gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
 		return rc;
 	}
-	rc = rkv_mr_reg(srv->tp, *mem, len, RKV_ACCESS_REMOTE_READ, ro_mr);
+	rc = region_mr(srv, dm, *mem, len, RKV_ACCESS_REMOTE_READ, ro_mr);
 	if (rc) {
 		/* not fatal: read-only clients are refused instead */
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
@@ -74,11 +101,32 @@ static int reg_region(struct rkv_srv *srv, const char *what, size_t len,
 	return 0;
 }
 
+int rkv_srv_region_reg(struct rkv_srv *srv, enum rkv_srv_region which,
+		       unsigned access, struct rkv_mr **out)
+{
+	switch (which) {
+	case RKV_SRV_REGION_INDEX:
+		return rkv_mr_reg(srv->tp, srv->index_mem, srv->index_len,
+				  access, out);
+	case RKV_SRV_REGION_DATA:
+		/* the same way as at start: GPU memory stays GPU-registered */
+		return region_mr(srv, srv->datamem, srv->data_mem,
+				 srv->data_len, access, out);
+	case RKV_SRV_REGION_COUNTERS:
+		if (!srv->ctr_mem)
+			return -ENOENT;
+		return rkv_mr_reg(srv->tp, srv->ctr_mem, srv->ctr_len, access,
+				  out);
+	}
+	return -ENOENT;
+}
+
 int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 {
 	struct rkv_tp_opts opts;
 	struct rkv_tp_addr a;
 	struct rkv_srv *srv;
+	char why[256];
 	unsigned depth;
 	int rc;
 
@@ -97,11 +145,26 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	srv->next_client_id = 1;
 	srv->start_ms = rkv_now_ms();
 
+	/* First: a GPU that cannot be used stops us before anything runs. */
+	rc = rkv_srv_datamem_open(cfg->data_gpu, why, sizeof(why),
+				  &srv->datamem);
+	if (rc) {
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "--data-memory %s: %s",
+			cfg->data_memory[0] ? cfg->data_memory : "host", why);
+		goto err;
+	}
+
 	rkv_tp_opts_init(&opts);
 	opts.provider = a.provider;
 	opts.device = cfg->device[0] ? cfg->device : NULL;
 	opts.port = (int)cfg->port;
 	opts.gid_index = (int)cfg->gid_index;
+	/* tcp/shm: requests beyond the RECVs posted wait in the transport;
+	 * bound that to --max-inflight + the send buffers' worth, like the
+	 * RECVs themselves (a flooding client then gets RNR errors) */
+	opts.max_unexpected = (unsigned)cfg->max_inflight + RKV_CTRL_SENDS;
+	opts.max_unexpected_bytes =
+		(size_t)opts.max_unexpected * RKV_MSG_MAX;
 	rc = rkv_tp_create(&opts, &srv->tp);
 	if (rc) {
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
@@ -111,13 +174,13 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	}
 
 	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE);
-	rc = reg_region(srv, "index", srv->index_len, RKV_ACCESS_ALL,
+	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
 			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr);
 	if (rc)
 		goto err;
 	srv->data_len = (size_t)cfg->memory;
-	rc = reg_region(srv, "data", srv->data_len, DATA_ACCESS, &srv->data_mem,
-			&srv->data_mr, &srv->data_ro_mr);
+	rc = reg_region(srv, "data", srv->datamem, srv->data_len, DATA_ACCESS,
+			&srv->data_mem, &srv->data_mr, &srv->data_ro_mr);
 	if (rc)
 		goto err;
 
@@ -180,9 +243,10 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	}
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 		"server %08x: index %" PRIu64 " buckets (%zu bytes) rkey %u, "
-		"data %zu bytes rkey %u, %s",
+		"data %zu bytes in %s rkey %u, %s",
 		srv->server_id, cfg->nbuckets, srv->index_len,
-		srv->index_mr->rkey, srv->data_len, srv->data_mr->rkey,
+		srv->index_mr->rkey, srv->data_len,
+		rkv_srv_datamem_describe(srv->datamem), srv->data_mr->rkey,
 		rkv_tp_describe(srv->tp));
 	if (cfg->secret_len)
 		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
@@ -205,6 +269,7 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 		return;
 	if (srv->conns)
 		rkv_srv_ctrl_close_all(srv);
+	rkv_srv_rotate_fini(srv);
 	rkv_listener_destroy(srv->listener);
 	rkv_cq_destroy(srv->cq);
 	rkv_free(srv->gens);
@@ -217,12 +282,14 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 	rkv_mr_dereg(srv->data_ro_mr);
 	rkv_mr_dereg(srv->data_mr);
 	if (srv->data_mem)
-		rkv_tp_mem_free(srv->tp, srv->data_mem, srv->data_len);
+		rkv_srv_datamem_free(srv->datamem, srv->tp, srv->data_mem,
+				     srv->data_len);
 	rkv_mr_dereg(srv->index_ro_mr);
 	rkv_mr_dereg(srv->index_mr);
 	if (srv->index_mem)
 		rkv_tp_mem_free(srv->tp, srv->index_mem, srv->index_len);
 	rkv_tp_destroy(srv->tp);
+	rkv_srv_datamem_close(&srv->datamem);
 	rkv_srv_wipe(srv->cfg.secret, sizeof(srv->cfg.secret));
 	rkv_free(srv);
 }

@@ -58,12 +58,15 @@ struct rkv_srv_config {
 	uint64_t max_inflight;          /* RECVs posted per connection */
 	uint64_t counters;              /* counter words; 0 = no region */
 	char secret_file[RKV_SRV_PATH_MAX]; /* "" = no authentication */
+	char data_memory[16];           /* "host", "gpu" or "gpu:N" */
+	uint64_t rotate_s;              /* --rotate-rkeys period; 0 = never */
 	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
 	int64_t port;                   /* verbs port; 0 chooses */
 	int64_t gid_index;              /* verbs GID index; -1 chooses */
 	int64_t log_level;              /* enum rkv_log_level */
 	/* derived by rkv_srv_config_parse */
 	uint64_t nbuckets;              /* effective bucket count */
+	int data_gpu;                   /* -1: host; else CUDA device index */
 	unsigned set_mask;              /* bit i: row i given on the CLI */
 	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: no auth */
 	unsigned char secret[RKV_SRV_SECRET_MAX];
@@ -229,6 +232,9 @@ struct rkv_srv_conn {
 	uint8_t pend[RKV_CTRL_RECVS_MAX];  /* received, not yet served (FIFO) */
 	unsigned pend_head, pend_n;
 	uint32_t send_busy;       /* bit i: send buffer i awaits completion */
+	uint32_t rkey_epoch;      /* rotation epoch whose rkeys it holds: set
+				   * at HELLO, then by RKEY_ACK */
+	uint32_t rkey_sent;       /* last epoch sent in RKEY_UPDATE */
 	struct rkv_space_extent *chunks; /* chunks this client holds */
 	size_t nchunks, chunks_cap;
 };
@@ -274,9 +280,26 @@ struct rkv_srv {
 	uint64_t warn_window_ms;
 	unsigned warn_n;
 	uint64_t warn_suppressed;
+	/* data-region memory backend: host or GPU (server.c; opaque here) */
+	struct rkv_srv_datamem *datamem;
+	/* rkey rotation (rotate.c): registrations being retired */
+	struct rkv_srv_rotation *rot;
 	/* scratch messages (a BLOCK_RETURN is ~4 KiB) */
 	struct rkv_msg req, rep;
 };
+
+/* server.c: the registered regions, by name (rkey rotation re-registers). */
+enum rkv_srv_region {
+	RKV_SRV_REGION_INDEX = 0,
+	RKV_SRV_REGION_DATA,
+	RKV_SRV_REGION_COUNTERS,
+};
+/*
+ * Register region `which` (its whole memory) once more with access.
+ * Returns 0 or -errno; -ENOENT when the server has no such region.
+ */
+int rkv_srv_region_reg(struct rkv_srv *srv, enum rkv_srv_region which,
+		       unsigned access, struct rkv_mr **out);
 
 /* counter.c */
 /*
@@ -287,6 +310,21 @@ struct rkv_srv {
  */
 int rkv_srv_counter_lookup(struct rkv_srv *srv, const char *name);
 
+/* rotate.c */
+/*
+ * --rotate-rkeys: every cfg.rotate_s seconds register the regions anew, send
+ * RKEY_UPDATE to every ready client and deregister the old registrations
+ * once every client acknowledged (or at the latest RKV_ROTATE_OVERLAP_MS
+ * after).  Called from rkv_srv_ctrl_tick.
+ */
+void rkv_srv_rotate_tick(struct rkv_srv *srv, uint64_t now_ms);
+/* The current rotation epoch (0 before the first rotation). */
+uint32_t rkv_srv_rotate_epoch(const struct rkv_srv *srv);
+/* A client acknowledged rotation epoch `epoch`. */
+void rkv_srv_rotate_ack(struct rkv_srv_conn *c, uint32_t epoch);
+/* Deregister what rotation still holds (shutdown). */
+void rkv_srv_rotate_fini(struct rkv_srv *srv);
+
 /* ctrl.c */
 /* Accept pending connections (bounded).  Returns connections accepted. */
 int rkv_srv_ctrl_accept(struct rkv_srv *srv, uint64_t now_ms);
@@ -296,6 +334,13 @@ int rkv_srv_ctrl_poll(struct rkv_srv *srv, uint64_t now_ms);
 void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms);
 /* Close every connection (shutdown: no rebuild). */
 void rkv_srv_ctrl_close_all(struct rkv_srv *srv);
+/*
+ * Send RKEY_UPDATE for the current registrations and epoch to c (READY).
+ * Returns 0, -EBUSY (no free send buffer: try again later) or -errno (the
+ * connection was closed).
+ */
+int rkv_srv_ctrl_send_rkeys(struct rkv_srv_conn *c, uint32_t epoch,
+			    uint64_t now_ms);
 /* Whether a warn line may be printed now (rate limit). */
 int rkv_srv_warn_ok(struct rkv_srv *srv, uint64_t now_ms);
 

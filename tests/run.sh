@@ -25,6 +25,12 @@ for t in "$O"/tests/itest_*; do
     tap_run "$(basename "$t")-$p" 900 "$t" --provider "$p"
   done
 done
+# GPU tests: skip with their reason without a usable GPU (make check-gpu
+# runs them, and the GPU benchmark, on a GPU machine)
+for t in "$O"/tests/gpu_*; do
+  [ -x "$t" ] || continue
+  tap_run "$(basename "$t")" 600 "$t"
+done
 for s in tests/integration/*.sh; do
   [ -f "$s" ] || continue
   tap_run "$(basename "$s" .sh)" 300 bash "$s" "$O"

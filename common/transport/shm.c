@@ -25,6 +25,17 @@
  * reads its socket only when its counter moved - or every ~1 ms, which is
  * how a dead peer (EOF) is noticed even while only one-sided traffic runs.
  * Passive endpoints are served by the context's transport thread as on tcp.
+ *
+ * GPU regions (rkv_tp_mem_alloc_gpu): the memory is cudaMalloc'ed and its
+ * "memfd" is a small sealed descriptor (struct shm_gpu_desc: CUDA IPC
+ * handle, device PCI id, length, owner pid) that rides the same MAP_REQ /
+ * SCM_RIGHTS path.  The initiator opens the IPC handle on the device with
+ * that PCI id (the owner's own pointer when it is the same process) and
+ * READ/WRITE become CUDA copies between its buffer and the device memory,
+ * CAS/FETCH_ADD a device atomic - all complete before rkv_post returns.
+ * The rkey, bounds and access checks are the same as for host memory;
+ * unlike a read-only mmap, an IPC mapping is always writable, so for GPU
+ * regions those checks are the only guard (as the NIC's are on verbs).
  */
 #include "sw.h"
 
@@ -50,9 +61,24 @@
 #define SHM_DB_PAGE 4096
 
 struct shm_mem {
-	int fd;       /* -1 once freed (ids are never reused) */
+	int fd;       /* -1 once freed (ids are never reused); GPU: the
+		       * descriptor memfd */
 	uint8_t *base;
 	size_t len;
+	int gpu;      /* -1: memfd mapping; else CUDA device memory */
+};
+
+/* What a GPU memory's "memfd" holds (sealed, read by the initiator). */
+#define SHM_GPU_MAGIC 0x47564b52u /* "RKVG" */
+struct shm_gpu_desc {
+	uint32_t magic;
+	uint32_t version;  /* 1 */
+	int32_t pid;       /* owner process */
+	int32_t gpu;       /* owner's device index */
+	uint64_t base;     /* device address in the owner */
+	uint64_t len;      /* bytes */
+	char pci[32];      /* device PCI bus id */
+	uint8_t handle[RKV_CUDA_IPC_BYTES];
 };
 
 struct shm_tp {
@@ -70,11 +96,16 @@ struct shm_rc {
 	uint8_t *base;  /* local address of the region's first byte */
 	uint64_t addr;  /* region start in the peer's address space */
 	uint64_t len;
+	int gpu;        /* -1: host mapping; else local CUDA device */
 };
 
 struct shm_map {
 	uint8_t *ro, *rw;
 	size_t ro_len, rw_len;
+	uint8_t *dev;   /* GPU memory: device address here */
+	size_t dev_len;
+	int gpu;        /* local device of dev */
+	bool ipc;       /* dev came from rkv_cuda_ipc_open (close it) */
 };
 
 struct shm_credit {
@@ -148,6 +179,36 @@ static int new_memfd(const char *name, size_t len)
 	return fd;
 }
 
+/* Append a memory to the table (ids are indexes, never reused). */
+static int mems_add(struct shm_tp *t, int fd, void *base, size_t len, int gpu)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&t->mem_lock);
+	if (t->nmems == SHM_MAX_MEMS) {
+		rc = -ENOMEM;
+	} else if (t->nmems == t->mems_cap) {
+		unsigned cap = t->mems_cap ? t->mems_cap * 2 : 16;
+		struct shm_mem *n = rkv_realloc(t->mems, cap * sizeof(*n));
+
+		if (n) {
+			t->mems = n;
+			t->mems_cap = cap;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	if (!rc) {
+		t->mems[t->nmems].fd = fd;
+		t->mems[t->nmems].base = base;
+		t->mems[t->nmems].len = len;
+		t->mems[t->nmems].gpu = gpu;
+		t->nmems++;
+	}
+	pthread_mutex_unlock(&t->mem_lock);
+	return rc;
+}
+
 static int shm_mem_alloc(struct rkv_tp *btp, size_t len, void **out)
 {
 	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
@@ -163,32 +224,13 @@ static int shm_mem_alloc(struct rkv_tp *btp, size_t len, void **out)
 		rc = -errno;
 		goto close_fd;
 	}
-	pthread_mutex_lock(&t->mem_lock);
-	if (t->nmems == SHM_MAX_MEMS) {
-		rc = -ENOMEM;
-		goto unlock;
-	}
-	if (t->nmems == t->mems_cap) {
-		unsigned cap = t->mems_cap ? t->mems_cap * 2 : 16;
-		struct shm_mem *n = rkv_realloc(t->mems, cap * sizeof(*n));
-
-		if (!n) {
-			rc = -ENOMEM;
-			goto unlock;
-		}
-		t->mems = n;
-		t->mems_cap = cap;
-	}
-	t->mems[t->nmems].fd = fd;
-	t->mems[t->nmems].base = p;
-	t->mems[t->nmems].len = plen;
-	t->nmems++;
-	pthread_mutex_unlock(&t->mem_lock);
+	rc = mems_add(t, fd, p, plen, -1);
+	if (rc)
+		goto unmap;
 	*out = p;
 	return 0;
 
-unlock:
-	pthread_mutex_unlock(&t->mem_lock);
+unmap:
 	munmap(p, plen);
 close_fd:
 	close(fd);
@@ -204,7 +246,7 @@ static void shm_mem_free(struct rkv_tp *btp, void *addr, size_t len)
 	for (unsigned i = 0; i < t->nmems; i++) {
 		struct shm_mem *m = &t->mems[i];
 
-		if (m->fd >= 0 && m->base == addr) {
+		if (m->fd >= 0 && m->gpu < 0 && m->base == addr) {
 			munmap(m->base, m->len);
 			close(m->fd);
 			m->fd = -1;
@@ -215,8 +257,8 @@ static void shm_mem_free(struct rkv_tp *btp, void *addr, size_t len)
 	pthread_mutex_unlock(&t->mem_lock);
 }
 
-static int shm_mr_reg(struct rkv_tp *btp, void *addr, size_t len,
-		      unsigned access, struct rkv_mr **out)
+static int mr_reg_on(struct rkv_tp *btp, void *addr, size_t len,
+		     unsigned access, int gpu, struct rkv_mr **out)
 {
 	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
 	struct shm_tp *t = shm_of(tp);
@@ -233,7 +275,7 @@ static int shm_mr_reg(struct rkv_tp *btp, void *addr, size_t len,
 		for (unsigned i = 0; i < t->nmems; i++) {
 			struct shm_mem *m = &t->mems[i];
 
-			if (m->fd >= 0 && p >= m->base &&
+			if (m->fd >= 0 && m->gpu == gpu && p >= m->base &&
 			    p - m->base <= (ptrdiff_t)m->len &&
 			    len <= m->len - (size_t)(p - m->base)) {
 				memid1 = i + 1;
@@ -244,16 +286,111 @@ static int shm_mr_reg(struct rkv_tp *btp, void *addr, size_t len,
 		pthread_mutex_unlock(&t->mem_lock);
 		if (!memid1) {
 			rkv_log(RKV_LOG_WARN, "shm",
-				"remote access to %p+%zu: not memory from rkv_tp_mem_alloc",
-				addr, len);
+				"remote access to %p+%zu: not memory from %s",
+				addr, len,
+				gpu < 0 ? "rkv_tp_mem_alloc"
+					: "rkv_tp_mem_alloc_gpu on that GPU");
+			if (gpu >= 0)
+				snprintf(btp->gpu_why, sizeof(btp->gpu_why),
+					 "shm: GPU memory must come from "
+					 "rkv_tp_mem_alloc_gpu to be shared");
 			return -EFAULT;
 		}
 	}
-	rc = sw_mrtab_reg(&tp->mrt, addr, len, access, memid1, memoff, &mr);
+	rc = sw_mrtab_reg_gpu(&tp->mrt, addr, len, access, memid1, memoff, gpu,
+			      &mr);
 	if (rc)
 		return rc;
 	*out = &mr->base;
 	return 0;
+}
+
+static int shm_mr_reg(struct rkv_tp *btp, void *addr, size_t len,
+		      unsigned access, struct rkv_mr **out)
+{
+	return mr_reg_on(btp, addr, len, access, -1, out);
+}
+
+static int shm_mr_reg_gpu(struct rkv_tp *btp, void *addr, size_t len,
+			  unsigned access, int gpu, struct rkv_mr **out)
+{
+	return mr_reg_on(btp, addr, len, access, gpu, out);
+}
+
+/* GPU memory: cudaMalloc, and a sealed descriptor memfd for peers. */
+static int shm_mem_alloc_gpu(struct rkv_tp *btp, int gpu, size_t len,
+			     void **out)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+	size_t glen = (len + RKV_CUDA_ALIGN - 1) & ~(RKV_CUDA_ALIGN - 1);
+	struct shm_gpu_desc d;
+	void *p = NULL;
+	int fd = -1, rc;
+
+	memset(&d, 0, sizeof(d));
+	rc = rkv_cuda_malloc(gpu, glen, &p);
+	if (rc) {
+		snprintf(btp->gpu_why, sizeof(btp->gpu_why),
+			 "cudaMalloc of %zu bytes on GPU %d failed: %s", glen,
+			 gpu, rkv_cuda_strerror());
+		return rc;
+	}
+	d.magic = SHM_GPU_MAGIC;
+	d.version = 1;
+	d.pid = (int32_t)getpid();
+	d.gpu = gpu;
+	d.base = (uint64_t)(uintptr_t)p;
+	d.len = glen;
+	rc = rkv_cuda_pci_id(gpu, d.pci, sizeof(d.pci));
+	if (!rc)
+		rc = rkv_cuda_ipc_get(gpu, p, d.handle);
+	if (rc) {
+		snprintf(btp->gpu_why, sizeof(btp->gpu_why),
+			 "shm: no CUDA IPC handle for GPU %d memory: %s", gpu,
+			 rkv_cuda_strerror());
+		goto free_dev;
+	}
+	fd = memfd_create("rkv-shm-gpu", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 ||
+	    pwrite(fd, &d, sizeof(d), 0) != (ssize_t)sizeof(d) ||
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+		rc = -errno;
+		goto close_fd;
+	}
+	rc = mems_add(t, fd, p, glen, gpu);
+	if (rc)
+		goto close_fd;
+	*out = p;
+	return 0;
+
+close_fd:
+	if (fd >= 0)
+		close(fd);
+free_dev:
+	rkv_cuda_free(gpu, p);
+	return rc ? rc : -EIO;
+}
+
+static void shm_mem_free_gpu(struct rkv_tp *btp, int gpu, void *addr,
+			     size_t len)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+
+	(void)len;
+	pthread_mutex_lock(&t->mem_lock);
+	for (unsigned i = 0; i < t->nmems; i++) {
+		struct shm_mem *m = &t->mems[i];
+
+		if (m->fd >= 0 && m->gpu == gpu && m->base == addr) {
+			rkv_cuda_free(gpu, m->base);
+			close(m->fd);
+			m->fd = -1;
+			m->base = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->mem_lock);
 }
 
 /* ---------------------------------------------------- handshake and fds */
@@ -390,6 +527,8 @@ static void shm_ep_fini(struct sw_ep *ep)
 			munmap(se->maps[i].ro, se->maps[i].ro_len);
 		if (se->maps[i].rw)
 			munmap(se->maps[i].rw, se->maps[i].rw_len);
+		if (se->maps[i].ipc)
+			rkv_cuda_ipc_close(se->maps[i].gpu, se->maps[i].dev);
 	}
 	if (se->map_fd >= 0)
 		close(se->map_fd);
@@ -499,18 +638,67 @@ static int shm_frame(struct sw_ep *ep, const struct sw_hdr *h)
 }
 
 /* Map the peer's memfd memid (read-write if rw); returns a WC status. */
+/*
+ * Open GPU memory from its descriptor fd: the owner's pointer in the same
+ * process, else its IPC handle on the local device with the same PCI id.
+ */
+static int gpu_open(struct sw_ep *ep, int fd, uint8_t **dev, size_t *len,
+		    int *gpu, bool *ipc)
+{
+	struct shm_gpu_desc d;
+	void *p = NULL;
+	int rc;
+
+	if (pread(fd, &d, sizeof(d), 0) != (ssize_t)sizeof(d) ||
+	    d.magic != SHM_GPU_MAGIC || d.version != 1 || !d.len ||
+	    d.base + d.len < d.base || memchr(d.pci, 0, sizeof(d.pci)) == NULL)
+		return -EPROTO;
+	rc = rkv_cuda_device_by_pci(d.pci, gpu);
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, "shm",
+			"%s: GPU region on device %s, which this process "
+			"cannot use: %s",
+			ep->base.peer, d.pci, rkv_cuda_strerror());
+		return rc;
+	}
+	if (d.pid == (int32_t)getpid()) {
+		*dev = (uint8_t *)(uintptr_t)d.base;
+		*ipc = false;
+	} else {
+		rc = rkv_cuda_ipc_open(*gpu, d.handle, &p);
+		if (rc) {
+			rkv_log(RKV_LOG_WARN, "shm",
+				"%s: cannot open the CUDA IPC handle of a GPU "
+				"region: %s",
+				ep->base.peer, rkv_cuda_strerror());
+			return rc;
+		}
+		*dev = p;
+		*ipc = true;
+	}
+	*len = (size_t)d.len;
+	return 0;
+}
+
 static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
-		   bool rw, uint8_t **base, size_t *len)
+		   bool rw, bool gpu, uint8_t **base, size_t *len, int *dgpu)
 {
 	struct shm_map *m;
 	uint64_t deadline;
 	void *p;
 	size_t l;
-	int fd, st, rc;
+	int fd, st, rc, g = -1;
+	bool ipc = false;
 
 	if (memid < se->nmaps) {
 		m = &se->maps[memid];
-		if (m->rw || (!rw && m->ro)) {
+		if (gpu && m->dev) {
+			*base = m->dev;
+			*len = m->dev_len;
+			*dgpu = m->gpu;
+			return RKV_WC_SUCCESS;
+		}
+		if (!gpu && (m->rw || (!rw && m->ro))) {
 			*base = m->rw ? m->rw : m->ro;
 			*len = m->rw ? m->rw_len : m->ro_len;
 			return RKV_WC_SUCCESS;
@@ -573,7 +761,14 @@ static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
 			close(fd);
 		return RKV_WC_REM_ACCESS_ERR;
 	}
-	rc = map_fd(fd, rw, 0, &p, &l);
+	if (gpu) {
+		uint8_t *dp = NULL;
+
+		rc = gpu_open(ep, fd, &dp, &l, &g, &ipc);
+		p = dp;
+	} else {
+		rc = map_fd(fd, rw, 0, &p, &l);
+	}
 	close(fd);
 	if (rc) {
 		rkv_log(RKV_LOG_WARN, "shm", "%s: cannot map region %u: %s",
@@ -586,7 +781,10 @@ static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
 		struct shm_map *nm = rkv_realloc(se->maps, n * sizeof(*nm));
 
 		if (!nm) {
-			munmap(p, l);
+			if (ipc)
+				rkv_cuda_ipc_close(g, p);
+			else if (!gpu)
+				munmap(p, l);
 			return RKV_WC_GENERAL_ERR;
 		}
 		memset(nm + se->nmaps, 0, (n - se->nmaps) * sizeof(*nm));
@@ -594,7 +792,13 @@ static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
 		se->nmaps = n;
 	}
 	m = &se->maps[memid];
-	if (rw) {
+	if (gpu) {
+		m->dev = p;
+		m->dev_len = l;
+		m->gpu = g;
+		m->ipc = ipc;
+		*dgpu = g;
+	} else if (rw) {
 		m->rw = p;
 		m->rw_len = l;
 	} else {
@@ -616,7 +820,7 @@ static int rc_fill(struct sw_ep *ep, struct shm_ep *se, uint32_t idx,
 	unsigned memid1;
 	uint8_t *base;
 	size_t mlen;
-	int st;
+	int st, dgpu = -1;
 
 	if (!(k & SW_KEY_VALID) || (uint32_t)k != rkey)
 		return RKV_WC_REM_ACCESS_ERR;
@@ -636,7 +840,7 @@ static int rc_fill(struct sw_ep *ep, struct shm_ep *se, uint32_t idx,
 	st = map_get(ep, se, memid1 - 1,
 		     SW_KEY_ACCESS(k) & (RKV_ACCESS_REMOTE_WRITE |
 					 RKV_ACCESS_REMOTE_ATOMIC),
-		     &base, &mlen);
+		     SW_KEY_GPU1(k) != 0, &base, &mlen, &dgpu);
 	if (st != RKV_WC_SUCCESS)
 		return st;
 	/* The table is the peer's word: never trust it past the mapping. */
@@ -646,7 +850,44 @@ static int rc_fill(struct sw_ep *ep, struct shm_ep *se, uint32_t idx,
 	c->base = base + off;
 	c->addr = addr;
 	c->len = len;
+	c->gpu = dgpu;
 	c->key = k;
+	return RKV_WC_SUCCESS;
+}
+
+/* A one-sided WR on GPU memory p (checked); done when this returns. */
+static int exec_gpu(int gpu, const struct rkv_wr *wr, uint8_t *p)
+{
+	int rc = 0;
+
+	switch (wr->opcode) {
+	case RKV_WR_READ:
+		rc = rkv_cuda_copy(gpu, wr->local, p, wr->length);
+		break;
+	case RKV_WR_WRITE:
+		rc = rkv_cuda_copy(gpu, p, wr->local, wr->length);
+		break;
+	case RKV_WR_CAS:
+	case RKV_WR_FETCH_ADD: {
+		uint64_t old = 0;
+
+		rc = rkv_cuda_atomic64(gpu, (uint64_t *)(void *)p,
+				       wr->opcode == RKV_WR_CAS ? RKV_CUDA_CAS
+								: RKV_CUDA_FADD,
+				       wr->compare_add, wr->swap, &old);
+		if (!rc)
+			memcpy(wr->local, &old, 8);
+		break;
+	}
+	default:
+		return RKV_WC_GENERAL_ERR;
+	}
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, "shm", "%s on GPU %d memory failed: %s",
+			rkv_wr_opcode_str(wr->opcode), gpu,
+			rkv_cuda_strerror());
+		return RKV_WC_REM_OP_ERR;
+	}
 	return RKV_WC_SUCCESS;
 }
 
@@ -684,6 +925,8 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	    off > c->len - wr->length)
 		return RKV_WC_REM_ACCESS_ERR;
 	p = c->base + off;
+	if (c->gpu >= 0)
+		return exec_gpu(c->gpu, wr, p);
 	switch (wr->opcode) {
 	case RKV_WR_READ:
 		if (wr->length)
@@ -934,10 +1177,13 @@ static void shm_destroy(struct rkv_tp *btp)
 
 	sw_tp_fini(&t->sw);
 	for (unsigned i = 0; i < t->nmems; i++) {
-		if (t->mems[i].fd >= 0) {
+		if (t->mems[i].fd < 0)
+			continue;
+		if (t->mems[i].gpu >= 0)
+			rkv_cuda_free(t->mems[i].gpu, t->mems[i].base);
+		else
 			munmap(t->mems[i].base, t->mems[i].len);
-			close(t->mems[i].fd);
-		}
+		close(t->mems[i].fd);
 	}
 	rkv_free(t->mems);
 	pthread_mutex_destroy(&t->mem_lock);
@@ -954,6 +1200,9 @@ const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.mem_free = shm_mem_free,
 	.mr_reg = shm_mr_reg,
 	.mr_dereg = sw_mr_dereg,
+	.mem_alloc_gpu = shm_mem_alloc_gpu,
+	.mem_free_gpu = shm_mem_free_gpu,
+	.mr_reg_gpu = shm_mr_reg_gpu,
 	.cq_create = sw_cq_create,
 	.cq_destroy = sw_cq_destroy,
 	.cq_poll = sw_cq_poll,

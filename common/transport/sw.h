@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "../gpu/gpu.h"
 #include "transport_internal.h"
 
 #ifdef __cplusplus
@@ -103,9 +104,13 @@ int sw_frame_check(const void *buf, size_t n, struct sw_hdr *h);
 #define SW_KEY_VALID (1ull << 63)
 #define SW_KEY_ACCESS(k) ((unsigned)((k) >> 32) & 0xfu)
 #define SW_KEY_MEMID1(k) ((unsigned)((k) >> 36) & 0xffffu) /* memid+1 */
+/* GPU regions: CUDA device + 1 in bits 52..61 (0: host memory). */
+#define SW_KEY_GPU1(k) ((unsigned)((k) >> 52) & 0x3ffu)
+#define SW_GPU_MAX 64 /* devices a context can stage for */
 
 struct sw_mrent {
-	uint64_t key;    /* VALID | (memid+1) << 36 | access << 32 | rkey */
+	uint64_t key;    /* VALID | (gpu+1) << 52 | (memid+1) << 36 |
+			  * access << 32 | rkey */
 	uint64_t addr;   /* region start, in the owner's address space */
 	uint64_t len;    /* region bytes */
 	uint64_t memoff; /* shm: offset of addr inside its memfd */
@@ -131,10 +136,15 @@ void sw_mrtab_fini(struct sw_mrtab *t);
 /* Register; memid1 is the shm memfd id + 1 (0: none). */
 int sw_mrtab_reg(struct sw_mrtab *t, void *addr, size_t len, unsigned access,
 		 unsigned memid1, uint64_t memoff, struct sw_mr **out);
+/* The same for device memory of CUDA device gpu (0..SW_GPU_MAX-1). */
+int sw_mrtab_reg_gpu(struct sw_mrtab *t, void *addr, size_t len,
+		     unsigned access, unsigned memid1, uint64_t memoff, int gpu,
+		     struct sw_mr **out);
 int sw_mrtab_dereg(struct sw_mrtab *t, struct sw_mr *mr);
 /*
  * Check a local buffer against the table: lkey valid, [p, p+len) inside
- * its region, RKV_ACCESS_LOCAL_WRITE if need_write.  Lock-free.  Returns
+ * its region, RKV_ACCESS_LOCAL_WRITE if need_write, and host memory (GPU
+ * MRs as local buffers: phase 2 of GPU support).  Lock-free.  Returns
  * RKV_WC_SUCCESS or RKV_WC_LOC_PROT_ERR.
  */
 int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
@@ -237,6 +247,7 @@ struct sw_rxcur {
 	uint8_t *dst;
 	struct sw_hdr h;        /* header of the frame */
 	uint64_t key;           /* SW_RX_WRITE: MR key word at the start */
+	struct sw_gpu *gpu;     /* SW_RX_WRITE into a GPU region: staging */
 	int status;             /* SW_RX_WRITE: becomes an error mid-way */
 	struct sw_unexp *ux;    /* SW_RX_UNEXP */
 	uint64_t rq_wr_id;      /* SW_RX_MEM for a RECV */
@@ -339,6 +350,21 @@ struct sw_handle {
 	void *ptr;
 };
 
+/*
+ * Staging for GPU regions at a target (sw_gpu.c): two pinned buffers and
+ * two streams per device, made on first use, so that the copy of one chunk
+ * overlaps the socket transfer of the other.  Used under lock by whichever
+ * thread executes a remote operation (normally the transport thread).
+ */
+#define SW_GPU_CHUNK (4u << 20)
+struct sw_gpu {
+	pthread_mutex_t lock;
+	int gpu;
+	void *buf[2];                        /* pinned, SW_GPU_CHUNK each */
+	struct rkv_cuda_stream *s[2];
+	unsigned next;                       /* buffer the next copy uses */
+};
+
 struct sw_tp {
 	struct rkv_tp base;
 	const struct sw_prov *prov;
@@ -355,6 +381,8 @@ struct sw_tp {
 	uint32_t hcap;
 	uint64_t next_tick;        /* ns: timeouts scan */
 	void *prov_data;
+	pthread_mutex_t gpu_lock;  /* guards creation of gpu[] entries */
+	struct sw_gpu *gpu[SW_GPU_MAX]; /* by device; NULL until used */
 };
 
 struct sw_pend {
@@ -388,6 +416,13 @@ void sw_tp_fini(struct sw_tp *tp);
 int sw_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 	      struct rkv_mr **out);
 int sw_mr_dereg(struct rkv_mr *mr);
+int sw_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
+		  int gpu, struct rkv_mr **out);
+
+/* sw_gpu.c: the target side of GPU regions. */
+/* The staging of device gpu, made on first use; NULL when CUDA fails. */
+struct sw_gpu *sw_gpu_get(struct sw_tp *tp, int gpu);
+void sw_gpu_fini(struct sw_tp *tp);
 /* Take over a bound, listening, non-blocking socket. */
 int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
 		       struct rkv_listener **out);

@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,8 +41,6 @@
 #include "../log.h"
 #include "../rtime.h"
 
-#define SW_UX_MAX_COUNT 4096
-#define SW_UX_MAX_BYTES (64u * 1024 * 1024)
 #define SW_DIRECT_MIN (16u * 1024)
 
 /* ------------------------------------------------------------ TSan edges */
@@ -744,6 +744,141 @@ int sw_ep_post_recv(struct rkv_ep *bep, struct rkv_recv_wr *wr,
 	return rc;
 }
 
+/* ------------------------------------------------------------ GPU regions */
+/*
+ * Target side of GPU-resident regions (staging: sw_gpu.c).  The MR key
+ * word says whether a region is device memory (SW_KEY_GPU1); host regions
+ * never reach these functions.
+ */
+static void tx_payload(struct sw_ep *ep, const void *p, size_t n)
+{
+	if (ep->niov + 1 > SW_TX_IOV)
+		sw_ep_tx_commit(ep);
+	ep->iov[ep->niov].iov_base = (void *)p;
+	ep->iov[ep->niov].iov_len = n;
+	ep->niov++;
+	ep->stage_len += n;
+}
+
+static size_t min_sz(uint64_t a, size_t b)
+{
+	return a < b ? (size_t)a : b;
+}
+
+/*
+ * READ of len bytes at device address src.  Chunk i+1 is copied to the
+ * other pinned buffer while chunk i goes to the socket (or, when the
+ * socket is full, into the endpoint's output buffer, so the staging buffer
+ * is free again when sw_ep_tx_commit returns).  The first chunk is copied
+ * before the response header is staged, so a CUDA failure there is an
+ * ordinary REM_OP_ERR; a failure later can only end the connection.
+ * Returns a WC status (SUCCESS also when the link was dropped).
+ */
+static int gpu_read(struct sw_ep *ep, uint64_t seq, const uint8_t *src,
+		    uint64_t len, int gpu)
+{
+	struct sw_gpu *g = sw_gpu_get(ep->tp, gpu);
+	struct sw_hdr r = { .type = SW_F_RESP, .len = (uint32_t)len,
+			    .key = RKV_WC_SUCCESS, .seq = seq };
+	uint64_t off = 0;
+	unsigned b;
+	size_t n;
+	int rc;
+
+	if (!g)
+		return RKV_WC_REM_OP_ERR;
+	pthread_mutex_lock(&g->lock);
+	b = g->next;
+	n = min_sz(len, SW_GPU_CHUNK);
+	rc = rkv_cuda_copy_async(g->s[b], g->buf[b], src, n);
+	if (!rc)
+		rc = rkv_cuda_stream_sync(g->s[b]);
+	if (rc) {
+		pthread_mutex_unlock(&g->lock);
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: READ of GPU %d memory: copy failed: %s",
+			ep->base.peer, gpu, rkv_cuda_strerror());
+		return RKV_WC_REM_OP_ERR;
+	}
+	sw_ep_tx_frame(ep, &r, NULL, 0);
+	while (off < len) {
+		unsigned nb = b ^ 1;
+		size_t nn = min_sz(len - off - n, SW_GPU_CHUNK);
+
+		if (nn)
+			rc = rkv_cuda_copy_async(g->s[nb], g->buf[nb],
+						 src + off + n, nn);
+		tx_payload(ep, g->buf[b], n);
+		sw_ep_tx_commit(ep);
+		off += n;
+		if (nn && !rc)
+			rc = rkv_cuda_stream_sync(g->s[nb]);
+		if (rc || ep->closed || ep->io_err)
+			break;
+		b = nb;
+		n = nn;
+	}
+	g->next = b ^ 1;
+	pthread_mutex_unlock(&g->lock);
+	if (rc) {
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: READ of GPU %d memory failed mid-way: %s",
+			ep->base.peer, gpu, rkv_cuda_strerror());
+		sw_ep_proto_error(ep, "GPU copy failed during a READ");
+	}
+	return RKV_WC_SUCCESS;
+}
+
+/* One received piece of a WRITE into device memory at dst. */
+static int gpu_write_piece(struct sw_ep *ep, struct sw_gpu *g, void *dst,
+			   const uint8_t *p, size_t n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&g->lock);
+	while (n && !rc) {
+		unsigned b = g->next;
+		size_t k = n < SW_GPU_CHUNK ? n : SW_GPU_CHUNK;
+
+		/* the buffer's previous copy must be done before reuse */
+		rc = rkv_cuda_stream_sync(g->s[b]);
+		if (!rc) {
+			memcpy(g->buf[b], p, k);
+			rc = rkv_cuda_copy_async(g->s[b], dst, g->buf[b], k);
+		}
+		g->next = b ^ 1;
+		dst = (uint8_t *)dst + k;
+		p += k;
+		n -= k;
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (rc) {
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: WRITE into GPU %d memory: copy failed: %s",
+			ep->base.peer, g->gpu, rkv_cuda_strerror());
+		return RKV_WC_REM_OP_ERR;
+	}
+	return RKV_WC_SUCCESS;
+}
+
+/* Wait for every queued host-to-device copy; returns 0 or -errno. */
+static int gpu_write_drain(struct sw_ep *ep, struct sw_gpu *g)
+{
+	int rc, rc2;
+
+	pthread_mutex_lock(&g->lock);
+	rc = rkv_cuda_stream_sync(g->s[0]);
+	rc2 = rkv_cuda_stream_sync(g->s[1]);
+	pthread_mutex_unlock(&g->lock);
+	if (!rc)
+		rc = rc2;
+	if (rc)
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: WRITE into GPU %d memory failed: %s",
+			ep->base.peer, g->gpu, rkv_cuda_strerror());
+	return rc;
+}
+
 /* --------------------------------------------------------------------- rx */
 static void rx_finish(struct sw_ep *ep)
 {
@@ -765,6 +900,11 @@ static void rx_finish(struct sw_ep *ep)
 		}
 		break;
 	case SW_RX_WRITE:
+		/* A GPU write is complete in device memory before the
+		 * initiator hears of it. */
+		if (c.gpu && gpu_write_drain(ep, c.gpu) &&
+		    c.status == RKV_WC_SUCCESS)
+			c.status = RKV_WC_REM_OP_ERR;
 		respond(ep, c.h.seq, c.status, 0, NULL, 0);
 		if (c.status != RKV_WC_SUCCESS)
 			ep_fail(ep);
@@ -802,6 +942,8 @@ static void rx_sink(struct sw_ep *ep, const uint8_t *p, size_t n)
 					  &k) != RKV_WC_SUCCESS ||
 		    k != c->key)
 			c->status = RKV_WC_REM_ACCESS_ERR;
+		else if (c->gpu)
+			c->status = gpu_write_piece(ep, c->gpu, dst, p, n);
 		else
 			memcpy(dst, p, n);
 		break;
@@ -888,8 +1030,8 @@ static int rx_send(struct sw_ep *ep, const struct sw_hdr *h)
 	}
 	/* Receiver not ready: keep a bounded amount, tell the sender. */
 	u = NULL;
-	if (ep->ux_count < SW_UX_MAX_COUNT &&
-	    ep->ux_bytes + h->len <= SW_UX_MAX_BYTES)
+	if (ep->ux_count < ep->tp->base.opts.max_unexpected &&
+	    ep->ux_bytes + h->len <= ep->tp->base.opts.max_unexpected_bytes)
 		u = rkv_malloc(sizeof(*u) + h->len);
 	memset(&ep->cur, 0, sizeof(ep->cur));
 	ep->cur.h = *h;
@@ -925,7 +1067,7 @@ static int rx_send(struct sw_ep *ep, const struct sw_hdr *h)
 static int rx_atomic(struct sw_ep *ep, const struct sw_hdr *h)
 {
 	void *p;
-	uint64_t old;
+	uint64_t old, k;
 	int st;
 
 	if (h->addr & 7) {
@@ -934,7 +1076,22 @@ static int rx_atomic(struct sw_ep *ep, const struct sw_hdr *h)
 		return 0;
 	}
 	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr, 8,
-				   RKV_ACCESS_REMOTE_ATOMIC, &p, NULL);
+				   RKV_ACCESS_REMOTE_ATOMIC, &p, &k);
+	if (st == RKV_WC_SUCCESS && SW_KEY_GPU1(k)) {
+		/* device memory: a one-thread kernel does the atomic */
+		if (rkv_cuda_atomic64((int)SW_KEY_GPU1(k) - 1, p,
+				      h->type == SW_F_CAS ? RKV_CUDA_CAS
+							  : RKV_CUDA_FADD,
+				      h->arg0, h->arg1, &old)) {
+			rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+				"peer %s: atomic on GPU memory failed: %s",
+				ep->base.peer, rkv_cuda_strerror());
+			st = RKV_WC_REM_OP_ERR;
+		} else {
+			respond(ep, h->seq, RKV_WC_SUCCESS, old, NULL, 0);
+			return 0;
+		}
+	}
 	if (st != RKV_WC_SUCCESS) {
 		respond(ep, h->seq, st, 0, NULL, 0);
 		ep_fail(ep);
@@ -988,12 +1145,19 @@ static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 			break;
 		st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr,
 					   h->arg0, RKV_ACCESS_REMOTE_READ, &p,
-					   NULL);
+					   &k);
+		if (st == RKV_WC_SUCCESS && SW_KEY_GPU1(k) && h->arg0)
+			st = gpu_read(ep, h->seq, p, h->arg0,
+				      (int)SW_KEY_GPU1(k) - 1);
+		else if (st == RKV_WC_SUCCESS)
+			k = 0;
 		if (st != RKV_WC_SUCCESS) {
 			respond(ep, h->seq, st, 0, NULL, 0);
 			ep_fail(ep);
 			return 0;
 		}
+		if (SW_KEY_GPU1(k))
+			return 0; /* gpu_read sent it */
 		respond(ep, h->seq, RKV_WC_SUCCESS, 0, p, (uint32_t)h->arg0);
 		ep->tx_refs_region = h->arg0 != 0;
 		return 0;
@@ -1019,6 +1183,12 @@ static int rx_frame(struct sw_ep *ep, const struct sw_hdr *h)
 		ep->cur.h = *h;
 		ep->cur.key = k;
 		ep->cur.status = RKV_WC_SUCCESS;
+		if (SW_KEY_GPU1(k)) {
+			ep->cur.gpu = sw_gpu_get(ep->tp,
+						 (int)SW_KEY_GPU1(k) - 1);
+			if (!ep->cur.gpu)
+				ep->cur.status = RKV_WC_REM_OP_ERR;
+		}
 		return 0;
 	case SW_F_CAS:
 	case SW_F_FADD:
@@ -1228,6 +1398,27 @@ void sw_ep_settle_locked(struct sw_ep *ep)
 		update_interest(ep);
 }
 
+/*
+ * A SEND to a polled peer (we accepted; the connector's endpoint makes
+ * progress only when its owner polls) waits for that poll, where a NIC
+ * would have acknowledged it at once: a live peer that is idle must not
+ * look dead.  Alive means, on shm, that the socket is open (the kernel
+ * closes it when the process dies) and, on tcp, also that the peer's
+ * kernel acknowledged every byte we sent (SIOCOUTQ 0), which a dead or
+ * unreachable host cannot do.  A receiver that polls but has no RECV
+ * posted answers RNR, and that SEND still times out.
+ */
+static bool polled_peer_alive(struct sw_ep *ep)
+{
+	int outq = -1;
+
+	if (!ep->passive)
+		return false;
+	if (ep->tp->prov->unix_fds)
+		return true;
+	return ioctl(ep->fd, SIOCOUTQ, &outq) == 0 && outq == 0;
+}
+
 static void tick_locked(struct sw_ep *ep, uint64_t now)
 {
 	struct sw_sqe *s;
@@ -1248,7 +1439,8 @@ static void tick_locked(struct sw_ep *ep, uint64_t now)
 	base = s->t_post;
 	if (!s->rnr && ep->last_rx > base)
 		base = ep->last_rx;
-	if (now > base && now - base > ep->timeout_ns)
+	if (now > base && now - base > ep->timeout_ns &&
+	    !(s->opcode == RKV_WR_SEND && !s->rnr && polled_peer_alive(ep)))
 		link_lost(ep, s->rnr ? RKV_WC_RNR_RETRY_EXC_ERR
 				     : RKV_WC_RETRY_EXC_ERR,
 			  s->rnr ? "no RECV posted within the timeout"

@@ -64,9 +64,19 @@ void sw_mrtab_fini(struct sw_mrtab *t)
 int sw_mrtab_reg(struct sw_mrtab *t, void *addr, size_t len, unsigned access,
 		 unsigned memid1, uint64_t memoff, struct sw_mr **out)
 {
-	struct sw_mr *mr = rkv_calloc(1, sizeof(*mr));
+	return sw_mrtab_reg_gpu(t, addr, len, access, memid1, memoff, -1, out);
+}
+
+int sw_mrtab_reg_gpu(struct sw_mrtab *t, void *addr, size_t len,
+		     unsigned access, unsigned memid1, uint64_t memoff, int gpu,
+		     struct sw_mr **out)
+{
+	struct sw_mr *mr;
 	uint32_t idx, key, g;
 
+	if (gpu >= SW_GPU_MAX)
+		return -ENXIO;
+	mr = rkv_calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&t->lock);
@@ -99,7 +109,8 @@ found:
 	__atomic_store_n(&e->memoff, memoff, __ATOMIC_RELAXED);
 	/* Publishes the fields above with the key. */
 	__atomic_store_n(&e->key,
-			 SW_KEY_VALID | (uint64_t)memid1 << 36 |
+			 SW_KEY_VALID | (uint64_t)(gpu + 1) << 52 |
+				 (uint64_t)memid1 << 36 |
 				 (uint64_t)access << 32 | key,
 			 __ATOMIC_RELEASE);
 	pthread_rwlock_unlock(&t->lock);
@@ -136,6 +147,8 @@ int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
 		return RKV_WC_LOC_PROT_ERR;
 	if (need_write && !(SW_KEY_ACCESS(k) & RKV_ACCESS_LOCAL_WRITE))
 		return RKV_WC_LOC_PROT_ERR;
+	if (SW_KEY_GPU1(k))
+		return RKV_WC_LOC_PROT_ERR; /* GPU local buffers: phase 2 */
 	if (u < a || len > l || u - a > l - len)
 		return RKV_WC_LOC_PROT_ERR;
 	return RKV_WC_SUCCESS;

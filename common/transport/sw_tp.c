@@ -374,6 +374,11 @@ int sw_tp_init(struct sw_tp *tp, const struct sw_prov *prov,
 		sw_mrtab_fini(&tp->mrt);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&tp->gpu_lock, NULL)) {
+		pthread_mutex_destroy(&tp->thr_lock);
+		sw_mrtab_fini(&tp->mrt);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -407,6 +412,8 @@ void sw_tp_fini(struct sw_tp *tp)
 	rkv_free(tp->h);
 	tp->h = NULL;
 	pthread_mutex_destroy(&tp->thr_lock);
+	sw_gpu_fini(tp);
+	pthread_mutex_destroy(&tp->gpu_lock);
 	sw_mrtab_fini(&tp->mrt);
 }
 
@@ -416,6 +423,20 @@ int sw_mr_reg(struct rkv_tp *btp, void *addr, size_t len, unsigned access,
 	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
 	struct sw_mr *mr;
 	int rc = sw_mrtab_reg(&tp->mrt, addr, len, access, 0, 0, &mr);
+
+	if (rc)
+		return rc;
+	*out = &mr->base;
+	return 0;
+}
+
+/* tcp: GPU memory needs no export; the transport thread stages it. */
+int sw_mr_reg_gpu(struct rkv_tp *btp, void *addr, size_t len, unsigned access,
+		  int gpu, struct rkv_mr **out)
+{
+	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
+	struct sw_mr *mr;
+	int rc = sw_mrtab_reg_gpu(&tp->mrt, addr, len, access, 0, 0, gpu, &mr);
 
 	if (rc)
 		return rc;

@@ -252,6 +252,7 @@ const struct rkv_tp_ops rkv_tp_tcp_ops = {
 	.mem_free = tcp_mem_free,
 	.mr_reg = sw_mr_reg,
 	.mr_dereg = sw_mr_dereg,
+	.mr_reg_gpu = sw_mr_reg_gpu,
 	.cq_create = sw_cq_create,
 	.cq_destroy = sw_cq_destroy,
 	.cq_poll = sw_cq_poll,

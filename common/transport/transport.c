@@ -9,9 +9,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gpu/gpu.h"
 #include "../log.h"
 
 static const char *const provider_names[] = {
@@ -88,6 +90,8 @@ void rkv_tp_opts_init(struct rkv_tp_opts *opts)
 	opts->max_send_wr = 256;
 	opts->max_recv_wr = 256;
 	opts->max_inline = 64;
+	opts->max_unexpected = 4096;
+	opts->max_unexpected_bytes = 64u << 20;
 }
 
 /* Parse "HOST:PORT" or "[V6]:PORT" into out. */
@@ -213,7 +217,9 @@ int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	}
 	if (o.max_send_wr == 0 || o.max_send_wr > 16384 ||
 	    o.max_recv_wr == 0 || o.max_recv_wr > 16384 ||
-	    o.timeout_ms == 0 || o.max_inline > 4096)
+	    o.timeout_ms == 0 || o.max_inline > 4096 ||
+	    o.max_unexpected > (1u << 20) ||
+	    o.max_unexpected_bytes > (1ull << 32))
 		return -EINVAL;
 	if (o.provider == RKV_TP_AUTO) {
 		char why[160];
@@ -276,16 +282,23 @@ void rkv_tp_mem_free(struct rkv_tp *tp, void *addr, size_t len)
 		tp->ops->mem_free(tp, addr, len);
 }
 
+/* Arguments every registration checks; as verbs, remote write or atomic
+ * needs local write. */
+static bool mr_args_bad(const struct rkv_tp *tp, const void *addr, size_t len,
+			unsigned access, struct rkv_mr **out)
+{
+	return !tp || !addr || !out || len == 0 ||
+	       (access & ~RKV_ACCESS_ALL) ||
+	       (uintptr_t)addr + len < (uintptr_t)addr ||
+	       ((access & (RKV_ACCESS_REMOTE_WRITE |
+			   RKV_ACCESS_REMOTE_ATOMIC)) &&
+		!(access & RKV_ACCESS_LOCAL_WRITE));
+}
+
 int rkv_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 	       struct rkv_mr **out)
 {
-	if (!tp || !addr || !out || len == 0 || (access & ~RKV_ACCESS_ALL))
-		return -EINVAL;
-	if ((uintptr_t)addr + len < (uintptr_t)addr)
-		return -EINVAL;
-	/* As verbs: remote write or atomic needs local write. */
-	if ((access & (RKV_ACCESS_REMOTE_WRITE | RKV_ACCESS_REMOTE_ATOMIC)) &&
-	    !(access & RKV_ACCESS_LOCAL_WRITE))
+	if (mr_args_bad(tp, addr, len, access, out))
 		return -EINVAL;
 	int rc = tp->ops->mr_reg(tp, addr, len, access, out);
 
@@ -294,6 +307,72 @@ int rkv_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 		(*out)->length = len;
 		(*out)->access = access;
 		(*out)->tp = tp;
+		(*out)->gpu = -1;
+	}
+	return rc;
+}
+
+const char *rkv_tp_gpu_why(const struct rkv_tp *tp)
+{
+	return tp ? tp->gpu_why : "";
+}
+
+int rkv_tp_mem_alloc_gpu(struct rkv_tp *tp, int gpu, size_t len, void **out)
+{
+	int rc;
+
+	if (!tp || !out || len == 0 || gpu < 0)
+		return -EINVAL;
+	tp->gpu_why[0] = 0;
+	rc = rkv_cuda_probe(gpu, tp->gpu_why, sizeof(tp->gpu_why));
+	if (rc)
+		return rc;
+	if (tp->ops->mem_alloc_gpu)
+		return tp->ops->mem_alloc_gpu(tp, gpu, len, out);
+	rc = rkv_cuda_malloc(gpu, len, out);
+	if (rc)
+		snprintf(tp->gpu_why, sizeof(tp->gpu_why),
+			 "cudaMalloc of %zu bytes on GPU %d failed: %s", len,
+			 gpu, rkv_cuda_strerror());
+	return rc;
+}
+
+void rkv_tp_mem_free_gpu(struct rkv_tp *tp, int gpu, void *addr, size_t len)
+{
+	if (!tp || !addr || gpu < 0)
+		return;
+	if (tp->ops->mem_free_gpu)
+		tp->ops->mem_free_gpu(tp, gpu, addr, len);
+	else
+		rkv_cuda_free(gpu, addr);
+}
+
+int rkv_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
+		   unsigned access, int gpu, struct rkv_mr **out)
+{
+	int rc;
+
+	if (gpu < 0 || mr_args_bad(tp, addr, len, access, out))
+		return -EINVAL;
+	tp->gpu_why[0] = 0;
+	/* No CUDA in the build, no driver, no such device: say so here
+	 * rather than fail every later access. */
+	rc = rkv_cuda_probe(gpu, tp->gpu_why, sizeof(tp->gpu_why));
+	if (rc)
+		return rc;
+	if (!tp->ops->mr_reg_gpu) {
+		snprintf(tp->gpu_why, sizeof(tp->gpu_why),
+			 "the %s provider cannot register GPU memory",
+			 tp->ops->name);
+		return -EOPNOTSUPP;
+	}
+	rc = tp->ops->mr_reg_gpu(tp, addr, len, access, gpu, out);
+	if (rc == 0) {
+		(*out)->addr = addr;
+		(*out)->length = len;
+		(*out)->access = access;
+		(*out)->tp = tp;
+		(*out)->gpu = gpu;
 	}
 	return rc;
 }

@@ -166,6 +166,12 @@ struct rkv_tp_opts {
 	unsigned max_send_wr;   /* per endpoint; default 256 */
 	unsigned max_recv_wr;   /* per endpoint; default 256 */
 	unsigned max_inline;    /* verbs: inline threshold asked; default 64 */
+	/* appended.  tcp/shm: SENDs an endpoint keeps while no RECV is posted
+	 * (a NIC would make the sender retry instead); one more, or more
+	 * bytes, and that SEND completes with RNR_RETRY_EXC_ERR at the
+	 * sender.  Defaults 4096 and 64 MiB; verbs ignores both. */
+	unsigned max_unexpected;
+	size_t max_unexpected_bytes;
 };
 
 /* Fill opts with defaults. */
@@ -203,6 +209,7 @@ struct rkv_mr {
 	uint32_t rkey;
 	unsigned access; /* enum rkv_access */
 	struct rkv_tp *tp; /* owning context */
+	int gpu;         /* -1: host memory; else the CUDA device holding it */
 };
 
 /*
@@ -214,6 +221,45 @@ struct rkv_mr {
 int rkv_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 	       struct rkv_mr **out);
 int rkv_mr_dereg(struct rkv_mr *mr);
+
+/*
+ * GPU memory regions (docs: DESIGN.md section 5).
+ *
+ * rkv_tp_mem_alloc_gpu: len bytes (rounded up to 2 MiB) of device memory
+ * on CUDA device gpu (cudaMalloc), zeroed, that every provider can expose:
+ * on shm it is shared with same-host peers through a CUDA IPC handle.
+ * Returns 0, -EINVAL, -EOPNOTSUPP (this build has no CUDA), -ENODEV (no
+ * driver, driver too old, no device), -ENXIO (no device gpu), -ENOMEM.
+ * Free it with rkv_tp_mem_free_gpu after its MRs are deregistered.
+ *
+ * rkv_mr_reg_gpu: register device memory [addr, addr+len) of device gpu.
+ *   verbs  GPUDirect RDMA: a dma-buf of the range
+ *          (cuMemGetHandleForAddressRange) given to ibv_reg_dmabuf_mr,
+ *          else plain ibv_reg_mr (peer-memory systems: nvidia-peermem).
+ *          If neither works: -EOPNOTSUPP, and rkv_tp_gpu_why() says
+ *          which step failed and what the machine lacks.  Never a copy
+ *          through host memory.
+ *   tcp    the target's transport thread moves the bytes between socket
+ *          and device memory with CUDA copies through pinned staging
+ *          buffers; CAS and FETCH_ADD run as a device atomic.
+ *   shm    addr must lie in memory from rkv_tp_mem_alloc_gpu (else
+ *          -EFAULT); initiators open its CUDA IPC handle and copy
+ *          directly between their buffer and the device memory.
+ * rkeys, bounds and access flags are enforced as for host MRs.  Phase 1:
+ * on tcp and shm a GPU MR serves remote access only; using its lkey as the
+ * local buffer of a WR completes with RKV_WC_LOC_PROT_ERR (on verbs the
+ * NIC handles either).  Returns as rkv_mr_reg, plus -EOPNOTSUPP.
+ */
+int rkv_tp_mem_alloc_gpu(struct rkv_tp *tp, int gpu, size_t len, void **out);
+void rkv_tp_mem_free_gpu(struct rkv_tp *tp, int gpu, void *addr, size_t len);
+int rkv_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
+		   unsigned access, int gpu, struct rkv_mr **out);
+/*
+ * One line on why the last failed GPU allocation or registration of tp
+ * failed ("" when none failed).  Valid until the next such call; callers
+ * that register concurrently see either reason.
+ */
+const char *rkv_tp_gpu_why(const struct rkv_tp *tp);
 
 /* A completion queue for endpoints of one context. */
 int rkv_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);

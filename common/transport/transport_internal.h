@@ -30,6 +30,14 @@ struct rkv_tp_ops {
 	int (*mr_reg)(struct rkv_tp *tp, void *addr, size_t len,
 		      unsigned access, struct rkv_mr **out);
 	int (*mr_dereg)(struct rkv_mr *mr);
+	/* GPU memory (gpu >= 0, probed).  NULL mem_alloc_gpu/mem_free_gpu:
+	 * plain cudaMalloc/cudaFree; NULL mr_reg_gpu: -EOPNOTSUPP. */
+	int (*mem_alloc_gpu)(struct rkv_tp *tp, int gpu, size_t len,
+			     void **out);
+	void (*mem_free_gpu)(struct rkv_tp *tp, int gpu, void *addr,
+			     size_t len);
+	int (*mr_reg_gpu)(struct rkv_tp *tp, void *addr, size_t len,
+			  unsigned access, int gpu, struct rkv_mr **out);
 	int (*cq_create)(struct rkv_tp *tp, unsigned depth,
 			 struct rkv_cq **out);
 	void (*cq_destroy)(struct rkv_cq *cq);
@@ -56,6 +64,7 @@ struct rkv_tp {
 	struct rkv_tp_opts opts;  /* effective options */
 	int has_atomics;
 	char describe[192];
+	char gpu_why[256];        /* why the last GPU alloc/reg failed */
 };
 
 /* Base of every listener. */

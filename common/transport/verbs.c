@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "../alloc.h"
+#include "../gpu/gpu.h"
 #include "../log.h"
 
 /* Empty polls between two looks at the CQ's rdma_cm events (disconnects):
@@ -519,12 +520,24 @@ static unsigned mr_bucket(uint32_t lkey)
 	return (lkey ^ (lkey >> 8)) % VERBS_MR_BUCKETS;
 }
 
+static void mr_insert(struct verbs_tp *vt, struct verbs_mr *vm)
+{
+	unsigned b;
+
+	vm->base.lkey = vm->mr->lkey;
+	vm->base.rkey = vm->mr->rkey;
+	b = mr_bucket(vm->base.lkey);
+	pthread_mutex_lock(&vt->mr_lock);
+	vm->hnext = vt->mr_tab[b];
+	vt->mr_tab[b] = vm;
+	pthread_mutex_unlock(&vt->mr_lock);
+}
+
 static int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len,
 			unsigned access, struct rkv_mr **out)
 {
 	struct verbs_tp *vt = container_of(tp, struct verbs_tp, base);
 	struct verbs_mr *vm;
-	unsigned b;
 	int rc;
 
 	vm = rkv_calloc(1, sizeof(*vm));
@@ -540,13 +553,75 @@ static int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len,
 		rkv_free(vm);
 		return rc;
 	}
-	vm->base.lkey = vm->mr->lkey;
-	vm->base.rkey = vm->mr->rkey;
-	b = mr_bucket(vm->base.lkey);
-	pthread_mutex_lock(&vt->mr_lock);
-	vm->hnext = vt->mr_tab[b];
-	vt->mr_tab[b] = vm;
-	pthread_mutex_unlock(&vt->mr_lock);
+	mr_insert(vt, vm);
+	*out = &vm->base;
+	return 0;
+}
+
+/*
+ * GPUDirect RDMA.  First dma-buf: the CUDA driver exports the range as a
+ * dma-buf fd (cuMemGetHandleForAddressRange) and the NIC driver maps it
+ * (ibv_reg_dmabuf_mr; iova = the device address, so remote addresses are
+ * the same as on every other provider).  Else plain ibv_reg_mr, which works
+ * when a peer-memory client (nvidia-peermem) lets the NIC driver pin GPU
+ * pages.  Else fail, saying what each step lacked: never a silent bounce
+ * through host memory.
+ */
+static int verbs_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
+			    unsigned access, int gpu, struct rkv_mr **out)
+{
+	struct verbs_tp *vt = container_of(tp, struct verbs_tp, base);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(pg - 1);
+	size_t off = (uintptr_t)addr - a;
+	size_t elen = (off + len + pg - 1) & ~(pg - 1);
+	char why_dmabuf[200] = "", why_peer[160] = "";
+	struct verbs_mr *vm;
+	int fd = -1, rc;
+
+	vm = rkv_calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	rc = rkv_cuda_dmabuf_fd(gpu, (void *)a, elen, &fd, why_dmabuf,
+				sizeof(why_dmabuf));
+	if (rc == 0) {
+		errno = 0;
+		vm->mr = ibv_reg_dmabuf_mr(vt->pd, off, len,
+					   (uint64_t)(uintptr_t)addr, fd,
+					   ibv_access_of(access));
+		if (!vm->mr)
+			snprintf(why_dmabuf, sizeof(why_dmabuf),
+				 "ibv_reg_dmabuf_mr failed: %s (the RDMA "
+				 "driver or kernel has no dma-buf support)",
+				 strerror(errno ? errno : EOPNOTSUPP));
+		close(fd);
+	}
+	if (!vm->mr) {
+		errno = 0;
+		vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(access));
+		if (!vm->mr)
+			snprintf(why_peer, sizeof(why_peer),
+				 "ibv_reg_mr failed: %s (no peer-memory "
+				 "support: is the nvidia-peermem module "
+				 "loaded?)",
+				 strerror(errno ? errno : EFAULT));
+		else
+			rkv_log(RKV_LOG_INFO, VERBS_COMP,
+				"GPU %d memory registered through peer memory "
+				"(dma-buf: %s)",
+				gpu, why_dmabuf);
+	}
+	if (!vm->mr) {
+		snprintf(tp->gpu_why, sizeof(tp->gpu_why),
+			 "GPU %d memory cannot be registered for GPUDirect "
+			 "RDMA on %s: dma-buf: %s; peer memory: %s",
+			 gpu, ibv_get_device_name(vt->ctx->device), why_dmabuf,
+			 why_peer);
+		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "%s", tp->gpu_why);
+		rkv_free(vm);
+		return -EOPNOTSUPP;
+	}
+	mr_insert(vt, vm);
 	*out = &vm->base;
 	return 0;
 }
@@ -1235,6 +1310,7 @@ const struct rkv_tp_ops rkv_tp_verbs_ops = {
 	.mem_alloc = verbs_mem_alloc,
 	.mem_free = verbs_mem_free,
 	.mr_reg = verbs_mr_reg,
+	.mr_reg_gpu = verbs_mr_reg_gpu,
 	.mr_dereg = verbs_mr_dereg,
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,

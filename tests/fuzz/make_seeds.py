@@ -42,6 +42,12 @@ def msg_seeds():
                      b"bad request".ljust(200, b"\0")),
         "counter_open": msg(11, b"ctr.requests".ljust(64, b"\0")),
         "counter_reply": msg(12, struct.pack("<iI", 0, 5)),
+        "auth_challenge": msg(13, struct.pack("<II", 1, 0xABCD) +
+                              bytes(range(32))),
+        "auth_response": msg(14, bytes(range(32, 64))),
+        "rkey_update": msg(15, struct.pack("<IIII", 1, 0x111, 0x222, 0x333),
+                           req_id=0),
+        "rkey_ack": msg(16, struct.pack("<I", 1), req_id=0),
         "version2": msg(7, struct.pack("<i", 0), version=2),
     }
 

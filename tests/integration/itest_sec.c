@@ -626,6 +626,168 @@ static void t_read_only_raw(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* $RKV_SECRET_FILE is the default secret of every librkv program. */
+static void t_secret_env(void)
+{
+	struct test_srv s;
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+	char buf[32];
+
+	ASSERT_EQ(start_auth(&s, NULL), 0);
+	setenv("RKV_SECRET_FILE", g_secret, 1);
+	rkv_client_opts_init(&o);
+	unsetenv("RKV_SECRET_FILE");
+	EXPECT_STREQ(o.secret_file ? o.secret_file : "(null)", g_secret);
+	o.servers = s.addr;
+	EXPECT_EQ(rkv_client_create(&o, &c), 0);
+	if (c) {
+		EXPECT_EQ(kput(c, "env", "ok"), 0);
+		EXPECT_EQ(kget(c, "env", buf, sizeof(buf)), 0);
+		EXPECT_STREQ(buf, "ok");
+		rkv_client_destroy(c);
+	}
+	setenv("RKV_SECRET_FILE", "", 1); /* empty: no secret */
+	rkv_client_opts_init(&o);
+	unsetenv("RKV_SECRET_FILE");
+	EXPECT_TRUE(o.secret_file == NULL);
+	o.servers = s.addr;
+	c = NULL;
+	EXPECT_EQ(rkv_client_create(&o, &c), -EACCES);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------ rotation */
+
+/*
+ * --rotate-rkeys 1: clients keep getting and putting through several
+ * rotations with no error and no wrong value (a busy one, an idle one
+ * that wakes after old keys were revoked, a read-only one); an rkey
+ * leaked to a connection that never said HELLO stops working; a raw
+ * client that does not acknowledge receives the update and is not waited
+ * for beyond the overlap; an RKEY_ACK for an epoch never sent drops the
+ * connection.
+ */
+static void t_rotate_rkeys(void)
+{
+	const char *more[] = { "--buckets", "256", "--memory", "64M",
+			       "--grace", "300", "--rotate-rkeys", "1", NULL };
+	struct test_srv s;
+	struct rkv_client *busy = NULL, *idle = NULL, *ro = NULL;
+	struct rkv_client_stats st;
+	struct rkv_msg d, m;
+	struct test_raw leak, thief;
+	struct rkv_msg_hello_reply h;
+	char k[32], v[64], buf[128];
+	unsigned long ops = 0, errs = 0, wrong = 0;
+	int rc;
+
+	ASSERT_EQ(start(&s, more), 0);
+	ASSERT_EQ(connect_c(s.addr, NULL, 0, &busy), 0);
+	ASSERT_EQ(connect_c(s.addr, NULL, 0, &idle), 0);
+	ASSERT_EQ(connect_c(s.addr, NULL, 1, &ro), 0);
+	for (int i = 0; i < 64; i++) {
+		snprintf(k, sizeof(k), "rot-%d", i);
+		snprintf(v, sizeof(v), "v%d-0", i);
+		ASSERT_EQ(kput(busy, k, v), 0);
+	}
+	EXPECT_EQ(kput(idle, "idle", "before"), 0);
+	/* the leak: a client's rkeys, used from a connection without HELLO */
+	ASSERT_EQ(test_raw_open(&leak, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&leak, 0, "leaker", &d), 0);
+	ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+	h = d.u.hello_reply;
+	ASSERT_EQ(test_raw_open(&thief, s.addr, 1), 0);
+	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.index_addr, h.index_rkey,
+			       64, 0, 0), RKV_WC_SUCCESS);
+
+	/* ~3.5 s of puts and checked gets: at least two rotations */
+	uint64_t end = rkv_now_ms() + 3500;
+	unsigned gen = 0;
+
+	while (rkv_now_ms() < end) {
+		int i = (int)(ops % 64);
+
+		if (i == 0)
+			gen++;
+		snprintf(k, sizeof(k), "rot-%d", i);
+		snprintf(v, sizeof(v), "v%d-%u", i, gen);
+		rc = kput(busy, k, v);
+		if (rc && !errs++)
+			printf("#   first put error at %lu: %s\n", ops,
+			       strerror(-rc));
+		rc = kget(busy, k, buf, sizeof(buf));
+		if (rc && !errs++)
+			printf("#   first get error at %lu: %s\n", ops,
+			       strerror(-rc));
+		else if (!rc && strcmp(buf, v))
+			wrong++;
+		if (ops % 97 == 0) { /* the read-only client reads along */
+			rc = kget(ro, k, buf, sizeof(buf));
+			if (rc)
+				errs++;
+			else if (strncmp(buf, "v", 1))
+				wrong++;
+		}
+		ops++;
+	}
+	printf("#   %lu put+get pairs, %lu errors, %lu wrong\n", ops, errs,
+	       wrong);
+	EXPECT_TRUE(ops > 100);
+	EXPECT_EQ(errs, 0);
+	EXPECT_EQ(wrong, 0);
+	rkv_client_stats(busy, &st);
+	EXPECT_TRUE(st.rkey_updates >= 2);
+	/* the idle client slept through rotations and revocations */
+	EXPECT_EQ(kget(idle, "idle", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "before");
+	EXPECT_EQ(kput(idle, "idle", "after"), 0);
+	EXPECT_EQ(kget(busy, "idle", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "after");
+	rkv_client_stats(idle, &st);
+	EXPECT_TRUE(st.rkey_updates >= 2);
+	rkv_client_stats(ro, &st);
+	EXPECT_TRUE(st.rkey_updates >= 2);
+	EXPECT_EQ(kput(ro, "ro", "x"), -EACCES);
+
+	/* the leaked keys are dead, for the thief and for the leaker */
+	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.index_addr, h.index_rkey,
+			       64, 0, 0), RKV_WC_REM_ACCESS_ERR);
+	test_raw_close(&thief);
+	ASSERT_EQ(test_raw_open(&thief, s.addr, 1), 0);
+	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.data_addr, h.data_rkey,
+			       64, 0, 0), RKV_WC_REM_ACCESS_ERR);
+	test_raw_close(&thief);
+	/* the leaker was told (epoch 1 first), with other keys */
+	ASSERT_EQ(test_raw_wait(&leak, &d, 3000), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_RKEY_UPDATE);
+	EXPECT_EQ(d.hdr.req_id, 0);
+	EXPECT_EQ(d.u.rkey_update.epoch, 1);
+	EXPECT_TRUE(d.u.rkey_update.index_rkey != h.index_rkey);
+	EXPECT_TRUE(d.u.rkey_update.data_rkey != h.data_rkey);
+	/* an acknowledgement of an epoch never sent: dropped */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_RKEY_ACK;
+	m.u.rkey_ack.epoch = 1000;
+	EXPECT_EQ(test_raw_send(&leak, &m), 0);
+	do
+		rc = test_raw_wait(&leak, &d, 3000);
+	while (rc == 0 && d.hdr.type == RKV_MSG_RKEY_UPDATE);
+	EXPECT_TRUE(rc == -ECONNRESET ||
+		    (rc == 0 && d.hdr.type == RKV_MSG_ERROR));
+	test_raw_close(&leak);
+	/* a new client gets current keys and works */
+	rkv_client_destroy(idle);
+	idle = NULL;
+	ASSERT_EQ(connect_c(s.addr, NULL, 0, &idle), 0);
+	EXPECT_EQ(kget(idle, "rot-1", buf, sizeof(buf)), 0);
+	rkv_client_destroy(ro);
+	rkv_client_destroy(idle);
+	rkv_client_destroy(busy);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 /* ------------------------------------------------------------------ limits */
 
 static void t_max_clients(void)
@@ -922,6 +1084,8 @@ int main(int argc, char **argv)
 	RKV_TEST(t_garbage_before_auth);
 	RKV_TEST(t_read_only_client);
 	RKV_TEST(t_read_only_raw);
+	RKV_TEST(t_secret_env);
+	RKV_TEST(t_rotate_rkeys);
 	RKV_TEST(t_max_clients);
 	RKV_TEST(t_max_chunks);
 	RKV_TEST(t_max_inflight);

@@ -284,6 +284,49 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
 }
 
+/* RKEY_UPDATE / RKEY_ACK (rotation): round trips, wire layout, exact
+ * sizes. */
+static void t_msg_rkey(void)
+{
+	struct rkv_msg m, d;
+	unsigned char buf[RKV_MSG_MAX];
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_RKEY_UPDATE;
+	m.u.rkey_update.epoch = 3;
+	m.u.rkey_update.index_rkey = 0x01020304;
+	m.u.rkey_update.data_rkey = 0x0a0b0c0d;
+	m.u.rkey_update.counters_rkey = 0;
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_RKEY_UPDATE);
+	EXPECT_EQ(d.hdr.req_id, 0);
+	EXPECT_EQ(d.u.rkey_update.epoch, 3);
+	EXPECT_EQ_U64(d.u.rkey_update.index_rkey, 0x01020304);
+	EXPECT_EQ_U64(d.u.rkey_update.data_rkey, 0x0a0b0c0d);
+	EXPECT_EQ(d.u.rkey_update.counters_rkey, 0);
+	EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_RKEY_UPDATE), "RKEY_UPDATE");
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 16);
+	EXPECT_EQ(buf[16], 3);    /* epoch first, little-endian */
+	EXPECT_EQ(buf[20], 0x04); /* then the index rkey */
+	EXPECT_EQ(buf[24], 0x0d); /* then the data rkey */
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(rkv_msg_decode(buf, (size_t)i, &d), -EBADMSG);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_RKEY_ACK;
+	m.u.rkey_ack.epoch = 0xfffffffe;
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ_U64(d.u.rkey_ack.epoch, 0xfffffffe);
+	EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_RKEY_ACK), "RKEY_ACK");
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 4);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 4, &d), -EBADMSG);
+	EXPECT_EQ(rkv_msg_encode(&m, buf, RKV_MSG_HDR_SIZE + 3), -ENOSPC);
+}
+
 /* AUTH_CHALLENGE / AUTH_RESPONSE and the auth_failures counter appended
  * to STATS_REPLY: round trips, exact sizes, rejections. */
 static void t_msg_auth(void)
@@ -428,5 +471,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_msg_reject);
 	RKV_TEST(t_msg_counter);
 	RKV_TEST(t_msg_auth);
+	RKV_TEST(t_msg_rkey);
 	return rkv_test_done();
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# check-gpu.sh - `make check-gpu`: build (WITH_CUDA=1) and run every GPU
+# test and the GPU benchmark, each step under its own timeout, in a few
+# minutes on one GPU (an H200: 16 cores).  Needs only the repository and a
+# CUDA toolkit (CUDA_HOME, default /usr/local/cuda); fetches nothing.
+#   tools/check-gpu.sh [BUILD_DIR]      (default build/gpu-check)
+# Steps: build; device check; GPU xxh3 == host xxh3; GPU regions on tcp
+# and shm (transport: reads, writes, atomics, refusals, torture); the KV
+# store with --data-memory gpu over tcp and shm (get, put, rmw,
+# multi-process torture, bad device index); the host-side refusal tests;
+# the bandwidth benchmark (1-256 MiB beside cudaMemcpy).
+# Ends with "N passed, N failed[, N skipped]" like tests/run.sh; exit 0
+# only when none failed.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+O=${1:-build/gpu-check}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+. tests/lib/tap.sh
+JOBS=$(nproc 2>/dev/null || echo 4)
+t0=$(date +%s)
+step() { echo; echo "== $* ($(( $(date +%s) - t0 )) s)"; }
+
+step "build into $O (WITH_CUDA=1, -j$JOBS)"
+if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
+  echo "no CUDA toolkit at $CUDA_HOME (set CUDA_HOME)"
+  echo "0 passed, 1 failed"; exit 1
+fi
+log=$(mktemp)
+if ! timeout 900 make --no-print-directory O="$O" WITH_CUDA=1 CUDA_HOME="$CUDA_HOME" \
+     -j"$JOBS" "$O/bin/rkv-server" "$O/tests/test_mem" "$O/tests/gpu_transport" \
+     "$O/tests/gpu_kv" "$O/tests/gpu_xxh3" >"$log" 2>&1; then
+  tail -40 "$log"; rm -f "$log"
+  echo "build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+rm -f "$log"
+
+step "device"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader || true
+else
+  echo "nvidia-smi not found"
+fi
+
+step "xxh3 on the GPU == libxxhash on the host"
+tap_run gpu_xxh3 120 "$O/tests/gpu_xxh3"
+step "GPU regions on the tcp provider"
+tap_run gpu_transport-tcp 300 "$O/tests/gpu_transport" --provider tcp
+step "GPU regions on the shm provider (CUDA IPC)"
+tap_run gpu_transport-shm 300 "$O/tests/gpu_transport" --provider shm
+step "KV store, rkv-server --data-memory gpu, tcp"
+tap_run gpu_kv-tcp 300 "$O/tests/gpu_kv" --provider tcp
+step "KV store, rkv-server --data-memory gpu, shm"
+tap_run gpu_kv-shm 300 "$O/tests/gpu_kv" --provider shm
+step "memory backend (host path and refusals)"
+tap_run test_mem 120 "$O/tests/test_mem"
+step "bandwidth: READ/WRITE 1-256 MiB beside cudaMemcpy"
+blog=$(mktemp)
+# (no pipes: tap_run must run in this shell to count)
+tap_run gpu_bench-shm 300 "$O/tests/gpu_transport" --provider shm --bench -t t_bench >"$blog"
+tap_run gpu_bench-tcp 300 "$O/tests/gpu_transport" --provider tcp --bench -t t_bench >>"$blog"
+cat "$blog"
+grep -h "GOAL" "$blog" | sed 's/^ *\[[^]]*\] //'
+rm -f "$blog"
+
+echo
+echo "check-gpu took $(( $(date +%s) - t0 )) s"
+tap_summary
