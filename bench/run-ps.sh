@@ -48,8 +48,11 @@ for prov in tcp shm; do
       echo "## $prov"
       echo
       echo '```'
-      timeout 600 "$BIN/rkv-bench-ps" --servers "$addr" \
-        --seconds "${BENCH_PS_SECONDS:-2}"
+      # SUM takes the read-modify-write path, ASSIGN the write-only one
+      for rule in sum assign; do
+        timeout 600 "$BIN/rkv-bench-ps" --servers "$addr" \
+          --seconds "${BENCH_PS_SECONDS:-2}" --rule "$rule"
+      done
       echo '```'
     } 2>&1 | tee -a "$MD"
   fi

@@ -35,6 +35,11 @@ static int check_op(const struct rkv_client *c, const struct rkv_op *op)
 	case RKV_OP_RMW:
 		return op->fn ? 0 : -EINVAL;
 	}
+	/* internal kinds (client_internal.h, submitted by ps.c) */
+	if (op->type == RKV_OP_XGET)
+		return op->val && (op->buf || !op->buf_cap) ? 0 : -EINVAL;
+	if (op->type == RKV_OP_XPUT)
+		return op->val && op->fn ? 0 : -EINVAL;
 	return -EINVAL;
 }
 

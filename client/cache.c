@@ -75,7 +75,7 @@ struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o)
 }
 
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
-		 uint64_t slot, uint32_t blk_size)
+		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi)
 {
 	struct cache_ent *e;
 
@@ -100,6 +100,9 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 	e->slot = slot;
 	e->blk_size = blk_size;
 	e->t_ms = rkv_coarse_ms();
+	e->info_known = bi != NULL;
+	if (bi)
+		e->info = *bi;
 }
 
 void cache_drop(struct rkv_client *c, const struct opslot *o)

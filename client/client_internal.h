@@ -116,6 +116,49 @@ enum op_step {
 	ST_LOCK,         /* rmw: CAS-lock (+ READ block when cached) */
 	ST_LOCK_POLL,    /* rmw: READ a locked slot while waiting */
 	ST_RELEASE,      /* rmw: WRITE new block + CAS release */
+	ST_XPUT,         /* xput: WRITE new block + CAS from cached word */
+};
+
+/*
+ * Internal op kinds (client/ps.c), never part of the public API.  op->type
+ * is RKV_OP_XGET or RKV_OP_XPUT and op->val points to a struct rkv_xop the
+ * submitter owns until rkv_poll returns the op.
+ *
+ * XGET: a get whose value bytes [0, head) land in op->buf and bytes
+ *   [head, head + tail_len) are READ straight into tail (registered,
+ *   tail_lkey), on the cached path; the checksum is verified over the
+ *   pieces before the op succeeds (a torn read is retried and the retry
+ *   overwrites tail).  split is set to 1 when it took that path; otherwise
+ *   (cold location, value of another shape) it ran as a plain get and the
+ *   whole value is in op->buf (buf_cap must allow it).
+ * XPUT: a write that needs only the head of the old value: with a trusted
+ *   cached location whose block is known (struct blk_info), put_fn builds
+ *   the new value from old's head, and one round WRITEs the new block and
+ *   CASes the slot from the cached word (RC order: block first).  If there
+ *   is no such entry, put_fn declines (returns anything but
+ *   RKV_RMW_WRITE), or the CAS loses, the op runs as an RMW with op->fn.
+ */
+#define RKV_OP_XGET ((enum rkv_op_type)0x58)
+#define RKV_OP_XPUT ((enum rkv_op_type)0x59)
+#define BLK_HEAD 16              /* value bytes kept per cache entry */
+
+struct blk_info {
+	uint64_t version;        /* block header version */
+	uint32_t val_len;
+	unsigned char head[BLK_HEAD]; /* first bytes of the value (0-padded) */
+};
+
+typedef int (*rkv_xput_fn)(const struct blk_info *old, void *out,
+			   size_t out_cap, size_t *out_len, void *arg);
+
+struct rkv_xop {
+	size_t head;             /* XGET */
+	void *tail;
+	size_t tail_len;
+	uint32_t tail_lkey;
+	int split;               /* out */
+	rkv_xput_fn put_fn;      /* XPUT */
+	void *put_arg;
 };
 
 struct cand {
@@ -169,6 +212,13 @@ struct opslot {
 	uint64_t rmw_version;    /* version of the block to write */
 	int rmw_parked;          /* waiting for space to commit */
 	int cached;              /* this attempt started from the cache */
+	enum rkv_op_type type;   /* GET, PUT, DELETE or RMW (XGET: GET,
+				  * XPUT: RMW) */
+	struct rkv_xop *x;       /* XGET / XPUT descriptor, else NULL */
+	int xget;                /* XGET: the split path may be tried */
+	int xput;                /* XPUT: the blind path may be tried */
+	int xround;              /* the round in flight is the split one */
+	uint64_t blk_version;    /* version our new block carries */
 	struct opslot *done_next;
 	struct rkv_wr wr[ROUND_MAX_WR];
 } __attribute__((aligned(64)));
@@ -188,6 +238,8 @@ struct cache_ent {
 	unsigned pos;            /* position 0..15 */
 	uint64_t slot;           /* slot value last seen */
 	uint64_t t_ms;           /* when it was seen */
+	int info_known;          /* info describes the block slot names */
+	struct blk_info info;
 };
 
 struct rkv_client {
@@ -258,8 +310,9 @@ void cache_fini(struct rkv_client *c);
 struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o);
 /* An entry of any age (a hint: the caller re-checks slot and key) */
 struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
+/* bi: the block slot names (NULL: unknown) */
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
-		 uint64_t slot, uint32_t blk_size);
+		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi);
 void cache_drop(struct rkv_client *c, const struct opslot *o);
 
 static inline uint64_t slot_addr(const struct server *s, uint64_t bucket,

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hash.h"
 #include "rtime.h"
 
 #define MAX_RETRIES 100000
@@ -70,6 +71,15 @@ static void rd(struct opslot *o, unsigned local_off, uint64_t raddr,
 		.opcode = RKV_WR_READ, .local = o->buf + local_off,
 		.length = len, .lkey = o->lkey, .remote_addr = raddr,
 		.rkey = rkey };
+}
+
+/* READ into memory outside the op buffer (an XGET's tail). */
+static void rd_to(struct opslot *o, void *local, uint32_t lkey, uint64_t raddr,
+		  uint32_t len)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_READ, .local = local, .length = len,
+		.lkey = lkey, .remote_addr = raddr, .rkey = o->srv->data_rkey };
 }
 
 static void cas(struct opslot *o, uint64_t raddr, uint64_t expect,
@@ -143,7 +153,7 @@ static struct rkv_op_stats *stats_of(struct opslot *o)
 {
 	struct rkv_client_stats *st = &o->c->st;
 
-	switch (o->op->type) {
+	switch (o->type) {
 	case RKV_OP_GET: return &st->get;
 	case RKV_OP_PUT: return &st->put;
 	case RKV_OP_DELETE: return &st->del;
@@ -310,6 +320,7 @@ static int make_block(struct opslot *o, const void *val, size_t val_len,
 	}
 	rkv_block_encode(new_blk_buf(o), o->op->key, o->op->key_len, val,
 			 val_len, o->srv->client_id, version);
+	o->blk_version = version;
 	o->blk_written = 0;
 	return 0;
 }
@@ -321,12 +332,38 @@ static uint64_t new_slot_word(const struct opslot *o, uint64_t prev)
 			     rkv_slot_version(prev) + 1);
 }
 
+/* What the location cache keeps about a block in memory (verified, or
+ * built by us): header version, value length, the value's first bytes. */
+static const struct blk_info *info_of(struct blk_info *bi, const char *blk,
+				      size_t avail)
+{
+	const struct rkv_block_hdr *h = (const void *)blk;
+	size_t voff = RKV_BLOCK_HDR_SIZE + h->key_len;
+	size_t n = h->val_len < BLK_HEAD ? h->val_len : BLK_HEAD;
+
+	memset(bi, 0, sizeof(*bi));
+	bi->version = h->version;
+	bi->val_len = h->val_len;
+	if (voff + n > avail)
+		return NULL;
+	memcpy(bi->head, blk + voff, n);
+	return bi;
+}
+
 /* The block named by a slot we replaced is unlinked: return it. */
 static void unlink_block(struct opslot *o, uint64_t old)
 {
 	if (!rkv_slot_empty(old))
 		srv_block_return(o->srv, rkv_slot_offset(old),
 				 rkv_slot_size(old));
+}
+
+/* What the cache keeps about the block we published (o->pub_size bytes,
+ * still in our new-block buffer). */
+static const struct blk_info *own_info(const struct opslot *o,
+				       struct blk_info *bi)
+{
+	return info_of(bi, new_blk_buf(o), o->pub_size);
 }
 
 /* Our block is now named by a slot. */
@@ -381,7 +418,7 @@ static void call_fn(struct opslot *o, const void *old, uint32_t old_len)
 /* The key is absent (the buckets, and candidates if any, were read). */
 static void absent(struct opslot *o)
 {
-	switch (o->op->type) {
+	switch (o->type) {
 	case RKV_OP_PUT:
 		insert(o);
 		return;
@@ -403,6 +440,7 @@ static void deliver_get(struct opslot *o, const char *blk, uint32_t size,
 {
 	const void *v;
 	uint32_t vl;
+	struct blk_info bi;
 
 	if (rkv_block_decode(blk, size, o->op->key, o->op->key_len, &v, &vl,
 			     NULL)) {
@@ -410,7 +448,10 @@ static void deliver_get(struct opslot *o, const char *blk, uint32_t size,
 		retry(o);
 		return;
 	}
-	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size);
+	if (o->x)
+		o->x->split = 0;
+	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size,
+		    info_of(&bi, blk, size));
 	o->op->out_len = vl;
 	if (vl > o->op->buf_cap) {
 		op_finish(o, -ENOBUFS);
@@ -452,6 +493,141 @@ static void wait_lock(struct opslot *o, uint64_t seen)
 	o->state = OP_WAIT_TIMER;
 }
 
+/*
+ * XGET, cached location: READ the slot word, the block's header, key and
+ * value head into the op buffer, and the rest of the value straight into
+ * the caller's tail buffer, in one doorbell.  Returns 1 when posted, 0 when
+ * the cached block cannot have the expected shape (plain get instead).
+ */
+static int xget_round(struct opslot *o, struct cache_ent *ce)
+{
+	const struct rkv_xop *x = o->x;
+	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len + x->head;
+
+	if (pre > o->c->op_buf_size - OB_BLOCKS ||
+	    pre + x->tail_len > ce->blk_size || x->head > o->op->buf_cap) {
+		o->xget = 0;
+		return 0;
+	}
+	o->c->st.cache_hits++;
+	o->cached = 1;
+	o->xround = 1;
+	o->expect = ce->slot;
+	round_begin(o);
+	rd(o, OB_WORD, ce->slot_addr, o->srv->index_rkey, 8);
+	rd(o, OB_BLOCKS, o->srv->data_addr + rkv_slot_offset(ce->slot),
+	   o->srv->data_rkey, (uint32_t)pre);
+	if (x->tail_len)
+		rd_to(o, x->tail, x->tail_lkey,
+		      o->srv->data_addr + rkv_slot_offset(ce->slot) + pre,
+		      (uint32_t)x->tail_len);
+	post_round(o, ST_GET_CACHED);
+	return 1;
+}
+
+/*
+ * The split read came back and the slot still names the block: check the
+ * header's shape, then key and checksum over the two pieces.  Only then is
+ * the op a success; a torn block is retried (the retry overwrites the
+ * tail, and the caller sees success only with a verified value).
+ */
+static void deliver_xget(struct opslot *o, unsigned pos, uint64_t slot)
+{
+	struct rkv_xop *x = o->x;
+	const char *blk = o->buf + OB_BLOCKS;
+	const struct rkv_block_hdr *h = (const void *)blk;
+	size_t kl = o->op->key_len, pre = RKV_BLOCK_HDR_SIZE + kl + x->head;
+	XXH3_state_t st;
+	struct blk_info bi;
+
+	if (h->key_len != kl || h->val_len != x->head + x->tail_len) {
+		/* another shape, or torn: let the plain get decide */
+		o->xget = 0;
+		attempt(o);
+		return;
+	}
+	memset(&st, 0, sizeof(st)); /* gcc's maybe-uninitialized */
+	XXH3_64bits_reset_withSeed(&st, RKV_BLOCK_SEED);
+	XXH3_64bits_update(&st, blk + sizeof(uint64_t),
+			   pre - sizeof(uint64_t));
+	XXH3_64bits_update(&st, x->tail, x->tail_len);
+	if (XXH3_64bits_digest(&st) != h->checksum ||
+	    memcmp(blk + RKV_BLOCK_HDR_SIZE, o->op->key, kl) != 0) {
+		cache_drop(o->c, o);
+		retry(o);
+		return;
+	}
+	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, rkv_slot_size(slot),
+		    info_of(&bi, blk, pre));
+	if (x->head)
+		memcpy(o->op->buf, blk + RKV_BLOCK_HDR_SIZE + kl, x->head);
+	x->split = 1;
+	o->op->out_len = h->val_len;
+	op_finish(o, 0);
+}
+
+/*
+ * XPUT, cached location whose block is known: build the new value from
+ * the old one's head, then WRITE the block and CAS the slot from the
+ * cached word in one doorbell.  Returns 1 when the op went on (posted,
+ * parked for space, or finished), 0 to run it as an RMW instead.
+ */
+static int xput_round(struct opslot *o, struct cache_ent *ce)
+{
+	char *val = new_blk_buf(o) + RKV_BLOCK_HDR_SIZE + o->op->key_len;
+	size_t len = 0;
+	int act, rc;
+
+	act = o->x->put_fn(&ce->info, val, o->c->opts.max_value, &len,
+			   o->x->put_arg);
+	if (act != RKV_RMW_WRITE || len > o->c->opts.max_value) {
+		o->xput = 0;
+		return 0;
+	}
+	rc = make_block(o, val, len, ce->info.version + 1);
+	if (rc == -EAGAIN)
+		return 1; /* parked: attempt() again when space comes */
+	if (rc) {
+		op_finish(o, rc);
+		return 1;
+	}
+	o->c->st.cache_hits++;
+	o->cached = 1;
+	o->slot_pos = ce->pos;
+	o->expect = ce->slot;
+	o->newslot = new_slot_word(o, ce->slot);
+	round_begin(o);
+	wr_block(o);
+	cas(o, pos_addr(o, o->slot_pos), o->expect, o->newslot);
+	post_round(o, ST_XPUT);
+	return 1;
+}
+
+static void after_xput(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+	struct blk_info bi;
+
+	if (w == o->expect) {
+		unlink_block(o, o->expect);
+		published(o);
+		cache_store(o->c, o, o->slot_pos, o->newslot, o->pub_size,
+			    own_info(o, &bi));
+		op_finish(o, 0);
+		return;
+	}
+	/* lost (locked, changed or gone): our block was never published;
+	 * go on as an RMW from the word seen */
+	drop_new_block(o);
+	o->xput = 0;
+	if (rkv_slot_empty(w))
+		cache_drop(o->c, o);
+	else
+		cache_store(o->c, o, o->slot_pos, w & ~RKV_SLOT_LOCK,
+			    rkv_slot_size(w), NULL);
+	retry(o);
+}
+
 static void attempt(struct opslot *o)
 {
 	struct cache_ent *ce;
@@ -463,12 +639,14 @@ static void attempt(struct opslot *o)
 	o->release_retry = 0;
 	o->rmw_parked = 0;
 	o->t_round_ms = rkv_coarse_ms();
-	ce = o->op->type == RKV_OP_GET ? cache_find_any(o->c, o) :
+	ce = o->type == RKV_OP_GET ? cache_find_any(o->c, o) :
 					 cache_find(o->c, o);
 	if (ce)
 		o->slot_pos = ce->pos;
-	switch (o->op->type) {
+	switch (o->type) {
 	case RKV_OP_GET:
+		if (ce && o->xget && xget_round(o, ce))
+			return;
 		if (ce && ce->blk_size <= o->c->op_buf_size - OB_BLOCKS) {
 			o->c->st.cache_hits++;
 			o->cached = 1;
@@ -508,6 +686,8 @@ static void attempt(struct opslot *o)
 		}
 		break;
 	case RKV_OP_RMW:
+		if (ce && o->xput && ce->info_known && xput_round(o, ce))
+			return;
 		if (ce) {
 			o->c->st.cache_hits++;
 			o->cached = 1;
@@ -525,6 +705,16 @@ void op_start(struct opslot *o)
 	struct rkv_op *op = o->op;
 	struct rkv_client *c = o->c;
 
+	o->type = op->type;
+	o->x = NULL;
+	o->xget = o->xput = o->xround = 0;
+	if (op->type == RKV_OP_XGET || op->type == RKV_OP_XPUT) {
+		o->x = (struct rkv_xop *)(uintptr_t)op->val;
+		o->xget = op->type == RKV_OP_XGET;
+		o->xput = op->type == RKV_OP_XPUT;
+		o->type = o->xget ? RKV_OP_GET : RKV_OP_RMW;
+		o->x->split = 0;
+	}
 	rkv_key_hash(op->key, op->key_len, &o->kh);
 	o->srv = &c->srv[rkv_jump_hash(o->kh.route, c->nsrv)];
 	o->t_op_ms = rkv_coarse_ms();
@@ -657,7 +847,7 @@ static void after_buckets(struct opslot *o)
 {
 	int rc;
 
-	if (o->op->type == RKV_OP_PUT) {
+	if (o->type == RKV_OP_PUT) {
 		struct cache_ent *ce = cache_find(o->c, o);
 
 		if (ce && bucket_word(o, ce->pos) == ce->slot) {
@@ -701,7 +891,7 @@ static void after_verify(struct opslot *o)
 
 	o->slot_pos = cd->pos;
 	o->target = first;
-	switch (o->op->type) {
+	switch (o->type) {
 	case RKV_OP_GET:
 		deliver_get(o, o->buf + cd->buf_off, rkv_slot_size(cd->slot),
 			    cd->pos, cd->slot);
@@ -726,17 +916,19 @@ static void after_verify(struct opslot *o)
 static void after_cas(struct opslot *o)
 {
 	uint64_t w = word_at(o, OB_WORD);
+	struct blk_info bi;
 
 	if (w != o->expect) {
-		if (o->op->type == RKV_OP_DELETE)
+		if (o->type == RKV_OP_DELETE)
 			cache_drop(o->c, o);
 		retry(o);
 		return;
 	}
 	unlink_block(o, o->expect);
-	if (o->op->type != RKV_OP_DELETE) {
+	if (o->type != RKV_OP_DELETE) {
 		published(o);
-		cache_store(o->c, o, o->slot_pos, o->newslot, o->pub_size);
+		cache_store(o->c, o, o->slot_pos, o->newslot, o->pub_size,
+			    own_info(o, &bi));
 		op_finish(o, 0);
 		return;
 	}
@@ -756,12 +948,24 @@ static void after_cas(struct opslot *o)
 
 void op_round_done(struct opslot *o)
 {
+	struct blk_info bi;
 	uint64_t w;
 	int rc;
 
 	switch (o->step) {
 	case ST_GET_CACHED:
 		w = word_at(o, OB_WORD);
+		if (o->xround) {
+			o->xround = 0;
+			if (!too_slow(o) && !rkv_slot_empty(w) &&
+			    rkv_slot_same_block(w, o->expect)) {
+				deliver_xget(o, o->slot_pos, w);
+				return;
+			}
+			cache_drop(o->c, o);
+			read_buckets(o, 0);
+			return;
+		}
 		if (!too_slow(o) && !rkv_slot_empty(w) &&
 		    rkv_slot_same_block(w, o->expect)) {
 			deliver_get(o, o->buf + OB_BLOCKS,
@@ -774,6 +978,10 @@ void op_round_done(struct opslot *o)
 
 	case ST_BUCKETS:
 		after_buckets(o);
+		return;
+
+	case ST_XPUT:
+		after_xput(o);
 		return;
 
 	case ST_VERIFY:
@@ -824,7 +1032,7 @@ void op_round_done(struct opslot *o)
 		rc = n ? read_cands(o, 0, ST_DEDUP_VERIFY) : 0;
 		if (rc <= 0) {
 			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    o->pub_size);
+				    o->pub_size, own_info(o, &bi));
 			op_finish(o, 0);
 		}
 		return;
@@ -833,7 +1041,7 @@ void op_round_done(struct opslot *o)
 	case ST_DEDUP_VERIFY:
 		if (check_cands(o) < 0) {
 			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    o->pub_size);
+				    o->pub_size, own_info(o, &bi));
 			op_finish(o, 0);
 			return;
 		}
@@ -919,7 +1127,7 @@ void op_round_done(struct opslot *o)
 			unlink_block(o, o->expect);
 			published(o);
 			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    o->pub_size);
+				    o->pub_size, own_info(o, &bi));
 			op_finish(o, 0);
 		} else if (o->rmw_action == RKV_RMW_DELETE) {
 			unlink_block(o, o->expect);
@@ -927,7 +1135,7 @@ void op_round_done(struct opslot *o)
 			op_finish(o, 0);
 		} else {
 			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    rkv_slot_size(o->newslot));
+				    rkv_slot_size(o->newslot), NULL);
 			op_finish(o, o->rmw_action < 0 ? o->rmw_action : 0);
 		}
 		return;

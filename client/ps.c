@@ -22,12 +22,44 @@
  * more than once (lost race, stolen lock); only the last run is applied.
  * Elements in a block are not 4-byte aligned (they follow the key), so
  * they are processed through an aligned stack buffer.
+ *
+ * ASSIGN does not need the old elements, so it goes through the XPUT
+ * path of ops.c (client_internal.h): with a trusted cached location whose
+ * block the cache describes, assign_xfn builds the new shard from the old
+ * one's 16-byte header alone, and one doorbell WRITEs the new block and
+ * CASes the slot from the cached word (1 RTT, the shard's bytes moved
+ * once).  Why this keeps the push properties:
+ *   - versions: the shard version lives in the value's header, so a blind
+ *     write must know the old one.  The location cache keeps, beside the
+ *     slot word W it saw, the first 16 value bytes of the block W names
+ *     (magic, incarnation, version).  A block is immutable while a slot
+ *     names it, so if the CAS from W succeeds, the block replaced is
+ *     exactly the one whose header we used, and the new version is its
+ *     version + 1 - the same chain push_fn builds under the lock.  (ABA
+ *     on W is the put path's: W carries a 9-bit slot version and a block
+ *     offset that is reused only after the grace period; the cache entry
+ *     is trusted only when younger than the grace period.)
+ *   - serialization: the CAS expects the unlocked word W.  A SUM holding
+ *     the lock has W|LOCK in the slot, so the ASSIGN's CAS fails; one that
+ *     released has a new word.  Conversely a SUM whose lock CAS expected W
+ *     fails once the ASSIGN published.  Either order, never a mixture, and
+ *     unlike a plain put an XPUT never CASes over a lock (no lost SUM).
+ *   - a lost CAS publishes nothing (the block is returned) and the shard
+ *     op carries on as an RMW with push_fn, which also reports -ENOENT /
+ *     -ESTALE properly; assign_xfn declines (RMW path) whenever the cached
+ *     header is not this incarnation's shard of the right length.
+ *
+ * A pull into a buffer registered by the engine (tcp and shm only: there
+ * a registration is bookkeeping, see mr_get) uses XGET: each shard's
+ * elements are READ straight into the caller's buffer and the checksum is
+ * verified over the pieces before the shard counts as read.
  */
 #include "client_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -42,6 +74,7 @@
 #define PS_SPIN_NS 50000ull
 #define PS_IDLE_SLEEP_NS 20000L
 #define APPLY_CHUNK 256
+#define PS_MR_CACHE 8
 
 enum req_kind {
 	REQ_PULL,   /* GET each shard into staging, check, copy out */
@@ -75,7 +108,15 @@ struct rkv_ps_req {
 	int err;                /* first error */
 	int finished;
 	uint64_t vmin, vmax;    /* shard versions seen */
+	struct ps_mr *mr;       /* pull: buf's registration, or NULL */
 	struct rkv_ps_req *qnext; /* FIFO of unfinished requests */
+};
+
+/* A registration of caller memory (pull destinations), kept for reuse. */
+struct ps_mr {
+	struct rkv_mr *mr;      /* NULL: entry unused */
+	unsigned refs;          /* requests in flight using it */
+	uint64_t used;          /* LRU stamp */
 };
 
 struct shard_op {
@@ -83,6 +124,7 @@ struct shard_op {
 	struct rkv_ps_req *req; /* NULL: free */
 	uint64_t shard;
 	uint64_t version;       /* push: the version push_fn wrote */
+	struct rkv_xop x;       /* XGET / XPUT descriptor */
 	char *stage;            /* stage_size bytes */
 	char key[PS_KEY_MAX];
 };
@@ -95,6 +137,9 @@ struct rkv_ps {
 	size_t stage_size;
 	char *stage_mem;
 	struct rkv_ps_req *head, *tail;
+	int direct;             /* XGET into caller memory allowed */
+	struct ps_mr mrc[PS_MR_CACHE];
+	uint64_t mr_clock;
 };
 
 const char *rkv_ps_rule_str(enum rkv_ps_rule r)
@@ -239,6 +284,89 @@ static int push_fn(const void *old, size_t old_len, void *out, size_t cap,
 	return RKV_RMW_WRITE;
 }
 
+/* XPUT builder of an ASSIGN (see the top of the file): only the old
+ * shard's header is known.  Declining sends the op down the RMW path. */
+static int assign_xfn(const struct blk_info *old, void *out, size_t cap,
+		      size_t *out_len, void *arg)
+{
+	struct shard_op *so = arg;
+	const struct rkv_ps_req *r = so->req;
+	const struct rkv_ps_tensor *t = r->t;
+	uint64_t n = shard_len(t, so->shard);
+	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
+	struct ps_shard_hdr h;
+
+	if (old->val_len != bytes || bytes > cap)
+		return RKV_RMW_KEEP;
+	memcpy(&h, old->head, sizeof(h));
+	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
+		return RKV_RMW_KEEP;
+	h.version++;
+	so->version = h.version;
+	memcpy(out, &h, sizeof(h));
+	memcpy((char *)out + RKV_PS_SHARD_HDR,
+	       r->src + so->shard * t->shard_elems, (size_t)n * 4);
+	*out_len = bytes;
+	return RKV_RMW_WRITE;
+}
+
+/* ---------------------------------------------------- registrations */
+
+/*
+ * A registration covering [p, p + len), from the cache or new (evicting
+ * the least recently used idle entry).  NULL when none can be had: the
+ * pull then goes through the staging buffers.  On tcp and shm a
+ * registration only records the range (nothing is pinned), so an entry
+ * that outlives the caller's buffer is harmless: it is used only for a
+ * range the caller passes again.  Verbs would pin pages and need
+ * invalidation on free (what RDMA libraries hook munmap for), so the
+ * engine does not register caller memory there (ps->direct is 0).
+ */
+static struct ps_mr *mr_get(struct rkv_ps *ps, void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct ps_mr *victim = NULL;
+
+	for (unsigned i = 0; i < PS_MR_CACHE; i++) {
+		struct ps_mr *e = &ps->mrc[i];
+		uintptr_t ea;
+
+		if (!e->mr) {
+			if (!victim || victim->mr)
+				victim = e;
+			continue;
+		}
+		ea = (uintptr_t)e->mr->addr;
+		if (a >= ea && len <= e->mr->length &&
+		    a - ea <= e->mr->length - len) {
+			e->refs++;
+			e->used = ++ps->mr_clock;
+			return e;
+		}
+		if (!e->refs && (!victim || (victim->mr && e->used < victim->used)))
+			victim = e;
+	}
+	if (!victim)
+		return NULL;
+	if (victim->mr) {
+		rkv_mr_dereg(victim->mr);
+		victim->mr = NULL;
+	}
+	if (rkv_mr_reg(ps->c->tp, p, len, RKV_ACCESS_LOCAL_WRITE, &victim->mr)) {
+		victim->mr = NULL;
+		return NULL;
+	}
+	victim->refs = 1;
+	victim->used = ++ps->mr_clock;
+	return victim;
+}
+
+static void mr_put(struct ps_mr *e)
+{
+	if (e && e->refs)
+		e->refs--;
+}
+
 /* ----------------------------------------------------------- engine */
 
 static void req_unlink(struct rkv_ps *ps, struct rkv_ps_req *r)
@@ -268,6 +396,8 @@ static void req_account(struct rkv_ps_req *r, int status)
 	r->ndone++;
 	if (r->ndone >= r->t->nshards && !r->finished) {
 		r->finished = 1;
+		mr_put(r->mr); /* no shard op of r is in flight now */
+		r->mr = NULL;
 		req_unlink(r->ps, r);
 	}
 }
@@ -285,8 +415,9 @@ static int pull_done(struct shard_op *so)
 	memcpy(&h, so->stage, sizeof(h));
 	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
 		return -ESTALE;
-	memcpy(r->buf + so->shard * t->shard_elems,
-	       so->stage + RKV_PS_SHARD_HDR, (size_t)n * 4);
+	if (!(so->op.type == RKV_OP_XGET && so->x.split))
+		memcpy(r->buf + so->shard * t->shard_elems,
+		       so->stage + RKV_PS_SHARD_HDR, (size_t)n * 4);
 	so->version = h.version;
 	return 0;
 }
@@ -329,11 +460,26 @@ static void build(struct rkv_ps *ps, struct shard_op *so,
 		so->op.type = RKV_OP_GET;
 		so->op.buf = so->stage;
 		so->op.buf_cap = ps->stage_size;
+		if (r->mr) {
+			so->x = (struct rkv_xop){
+				.head = RKV_PS_SHARD_HDR,
+				.tail = r->buf + i * t->shard_elems,
+				.tail_len = (size_t)n * 4,
+				.tail_lkey = r->mr->mr->lkey };
+			so->op.type = RKV_OP_XGET;
+			so->op.val = &so->x;
+		}
 		break;
 	case REQ_PUSH:
 		so->op.type = RKV_OP_RMW;
 		so->op.fn = push_fn;
 		so->op.fn_arg = so;
+		if (r->rule == RKV_PS_ASSIGN) {
+			so->x = (struct rkv_xop){ .put_fn = assign_xfn,
+						  .put_arg = so };
+			so->op.type = RKV_OP_XPUT;
+			so->op.val = &so->x;
+		}
 		break;
 	case REQ_CREATE: {
 		struct ps_shard_hdr h = { .magic = PS_SHARD_MAGIC,
@@ -495,6 +641,9 @@ int rkv_ps_create(struct rkv_client *c, struct rkv_ps **out)
 	}
 	for (unsigned i = 0; i < ps->nops; i++)
 		ps->ops[i].stage = ps->stage_mem + i * ps->stage_size;
+	ps->direct = !c->opts.read_only &&
+		     rkv_tp_provider(c->tp) != RKV_TP_VERBS &&
+		     !getenv("RKV_PS_NO_DIRECT");
 	*out = ps;
 	return 0;
 }
@@ -514,6 +663,9 @@ void rkv_ps_destroy(struct rkv_ps *ps)
 			break;
 		idle_backoff(rc, &idle);
 	}
+	for (unsigned i = 0; i < PS_MR_CACHE; i++)
+		if (ps->mrc[i].mr)
+			rkv_mr_dereg(ps->mrc[i].mr);
 	rkv_free(ps->stage_mem);
 	rkv_free(ps->ops);
 	rkv_free(ps);
@@ -734,6 +886,8 @@ int rkv_ps_pull_async(struct rkv_ps_tensor *t, float *buf, uint64_t n,
 	if (rc)
 		return rc;
 	r->buf = buf;
+	if (t->ps->direct)
+		r->mr = mr_get(t->ps, buf, (size_t)t->len * 4);
 	fill(t->ps);
 	*out = r;
 	return 0;

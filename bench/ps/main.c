@@ -19,7 +19,8 @@
  * same bytes in WRs of the shard size with as many in flight as the
  * client's op slots (32), every WR signaled.  That is the same work a
  * pull's READs do minus the KV layer (bucket or slot reads, checksums,
- * copies); a push moves each shard twice (READ old block, WRITE new one).
+ * copies); a SUM or SGD push moves each shard twice (READ old block, WRITE
+ * new one), an ASSIGN push once (the write-only path of client/ps.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -397,12 +398,13 @@ int main(int argc, char **argv)
 					     chunk, o.seconds);
 		}
 		size_str(o.sizes[i], sz, sizeof(sz));
-		printf("%-6s %7llu %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f%s\n",
+		printf("%-6s %7llu %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f%s%s%s\n",
 		       sz, (unsigned long long)((n + o.shard - 1) / o.shard),
 		       r->pull, r->rread, r->push, r->rwrite,
 		       r->rread > 0 ? r->pull / r->rread : 0,
 		       r->rwrite > 0 ? r->push / r->rwrite : 0,
-		       r->err ? "  (error)" : "");
+		       r->err ? "  (error: " : "",
+		       r->err ? strerror(-r->err) : "", r->err ? ")" : "");
 		if (getenv("RKV_BENCH_PS_DEBUG"))
 			printf("       push: %llu rmw, %.2f RTTs each, %llu "
 			       "retries, %llu lock waits, %llu chunks, %llu "

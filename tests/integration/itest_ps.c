@@ -468,6 +468,181 @@ static void t_concurrent_sum(void)
 	stop_all(s, 2);
 }
 
+
+/* ------------------------------------------ ASSIGN (write-only path) */
+
+#define AR_LEN 4096u
+#define AR_SHARD 1024u
+#define AR_BASE 1000.0f
+
+/* A shard written only by ASSIGN (AR_BASE or AR_BASE + 1) and SUM (+1)
+ * holds A + k or k for an integer k, the same in every element. */
+static int ar_shard_ok(const float *buf, uint64_t s)
+{
+	float v = buf[s * AR_SHARD];
+
+	if (shard_uniform(buf, AR_LEN, AR_SHARD, s))
+		return -1;
+	if (v >= AR_BASE)
+		v -= v >= AR_BASE + 1 ? AR_BASE + 1 : AR_BASE;
+	return v == (float)(int)v && v >= 0 ? 0 : -1;
+}
+
+/* Child: pushes ASSIGN (kind 0) of AR_BASE + id % 2, SUM (kind 1) of
+ * ones, or pulls (kind 2, checking every shard), n times. */
+static void ar_child(const char *list, int kind, unsigned id, unsigned n)
+{
+	struct pc p;
+	struct rkv_ps_tensor *t;
+	static float v[AR_LEN];
+
+	if (pc_open(&p, list, 20000))
+		_exit(3);
+	if (rkv_ps_tensor_open(p.ps, "ar", RKV_PS_FLOAT32, AR_LEN, &t))
+		_exit(4);
+	for (unsigned i = 0; i < AR_LEN; i++)
+		v[i] = kind == 0 ? AR_BASE + (float)(id % 2) : 1;
+	for (unsigned k = 0; k < n; k++) {
+		int rc = kind == 2 ? rkv_ps_pull(t, v, AR_LEN, NULL, NULL) :
+				     rkv_ps_push(t, kind ? RKV_PS_SUM :
+							   RKV_PS_ASSIGN,
+						 v, AR_LEN, 0);
+
+		if (rc) {
+			printf("#   child %u: %s\n", id, strerror(-rc));
+			fflush(stdout);
+			_exit(5);
+		}
+		for (unsigned s = 0; kind == 2 && s < AR_LEN / AR_SHARD; s++)
+			if (ar_shard_ok(v, s))
+				_exit(6);
+	}
+	rkv_ps_tensor_close(t);
+	pc_close(&p);
+	_exit(0);
+}
+
+/* ASSIGN racing SUM on the same shards: every push counts exactly once in
+ * each shard's version, a shard is always one push's result, and pulls
+ * during the race never see a mixture. */
+static void t_assign_race(void)
+{
+	const unsigned n = g_verbs ? 20 : 60, kinds[] = { 0, 0, 1, 1, 2 };
+	const unsigned nproc = sizeof(kinds) / sizeof(kinds[0]);
+	const char *extra[] = { "--grace", "300", NULL };
+	struct test_srv s[2];
+	struct pc p;
+	struct rkv_ps_tensor *t;
+	char list[1024];
+	static float buf[AR_LEN];
+	pid_t pid[8];
+	uint64_t vmin, vmax;
+
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(start(&s[i], extra), 0);
+	list_of(s, 2, list, sizeof(list));
+	ASSERT_EQ(pc_open(&p, list, 10000), 0);
+	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "ar", RKV_PS_FLOAT32, AR_LEN,
+				       AR_SHARD, NULL), 0);
+	for (unsigned i = 0; i < nproc; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0)
+			ar_child(list, (int)kinds[i], i, n);
+	}
+	for (unsigned i = 0; i < nproc; i++) {
+		int st = -1;
+
+		waitpid(pid[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	ASSERT_EQ(rkv_ps_tensor_open(p.ps, "ar", RKV_PS_FLOAT32, AR_LEN, &t),
+		  0);
+	EXPECT_EQ(rkv_ps_pull(t, buf, AR_LEN, &vmin, &vmax), 0);
+	EXPECT_EQ_U64(vmin, 4ull * n);
+	EXPECT_EQ_U64(vmax, 4ull * n);
+	for (unsigned i = 0; i < AR_LEN / AR_SHARD; i++)
+		EXPECT_EQ(ar_shard_ok(buf, i), 0);
+	rkv_ps_tensor_close(t);
+	pc_close(&p);
+	stop_all(s, 2);
+}
+
+/* ASSIGN versions and values in one process, mixed with SUM; a handle of
+ * a deleted and re-created tensor still gets -ESTALE on ASSIGN (the
+ * write-only path must not write over the new incarnation); pulls into
+ * more buffers at once than the engine keeps registrations for. */
+static void t_assign_versions(void)
+{
+	const uint64_t len = 70000; /* 5 shards, the last one short */
+	struct test_srv s[1];
+	struct pc p;
+	struct rkv_ps_tensor *t, *t2, *u[12];
+	struct rkv_ps_req *r[12];
+	static float v[70000], w[70000], many[12][4096];
+	uint64_t vmin, vmax;
+	char name[16];
+
+	ASSERT_EQ(start(&s[0], NULL), 0);
+	ASSERT_EQ(pc_open(&p, s[0].addr, 10000), 0);
+	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "av", RKV_PS_FLOAT32, len, 0,
+				       NULL), 0);
+	ASSERT_EQ(rkv_ps_tensor_open(p.ps, "av", RKV_PS_FLOAT32, len, &t), 0);
+	for (uint64_t i = 0; i < len; i++)
+		v[i] = (float)(i % 1000);
+	for (unsigned k = 1; k <= 3; k++) {
+		EXPECT_EQ(rkv_ps_push(t, RKV_PS_ASSIGN, v, len, 0), 0);
+		EXPECT_EQ(rkv_ps_pull(t, w, len, &vmin, &vmax), 0);
+		EXPECT_EQ_U64(vmin, k);
+		EXPECT_EQ_U64(vmax, k);
+	}
+	EXPECT_EQ(memcmp(v, w, sizeof(v)), 0);
+	EXPECT_EQ(rkv_ps_push(t, RKV_PS_SUM, v, len, 0), 0);
+	EXPECT_EQ(rkv_ps_push(t, RKV_PS_ASSIGN, v, len, 0), 0);
+	EXPECT_EQ(rkv_ps_push(t, RKV_PS_SUM, v, len, 0), 0);
+	EXPECT_EQ(rkv_ps_pull(t, w, len, &vmin, &vmax), 0);
+	EXPECT_EQ_U64(vmin, 6);
+	EXPECT_EQ_U64(vmax, 6);
+	int bad = 0;
+
+	for (uint64_t i = 0; i < len; i++)
+		bad += w[i] != 2 * v[i];
+	EXPECT_EQ(bad, 0);
+	/* delete and re-create under the old handle */
+	EXPECT_EQ(rkv_ps_tensor_delete(p.ps, "av"), 0);
+	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "av", RKV_PS_FLOAT32, len, 0,
+				       NULL), 0);
+	ASSERT_EQ(rkv_ps_tensor_open(p.ps, "av", RKV_PS_FLOAT32, len, &t2), 0);
+	EXPECT_EQ(rkv_ps_pull(t2, w, len, NULL, NULL), 0);
+	EXPECT_EQ(rkv_ps_push(t, RKV_PS_ASSIGN, v, len, 0), -ESTALE);
+	EXPECT_EQ(rkv_ps_pull(t2, w, len, &vmin, &vmax), 0);
+	EXPECT_EQ_U64(vmax, 0);
+	EXPECT_EQ(w[len - 1], 0);
+	rkv_ps_tensor_close(t);
+	rkv_ps_tensor_close(t2);
+	/* 12 pulls in flight into 12 buffers */
+	for (unsigned i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "m%u", i);
+		for (unsigned j = 0; j < 4096; j++)
+			v[j] = (float)(i * 10000 + j);
+		ASSERT_EQ(rkv_ps_tensor_create(p.ps, name, RKV_PS_FLOAT32,
+					       4096, 1024, v), 0);
+		ASSERT_EQ(rkv_ps_tensor_open(p.ps, name, RKV_PS_FLOAT32, 4096,
+					     &u[i]), 0);
+	}
+	for (unsigned i = 0; i < 12; i++)
+		ASSERT_EQ(rkv_ps_pull_async(u[i], many[i], 4096, &r[i]), 0);
+	bad = 0;
+	for (unsigned i = 0; i < 12; i++) {
+		EXPECT_EQ(rkv_ps_wait(r[i], NULL, NULL), 0);
+		for (unsigned j = 0; j < 4096; j++)
+			bad += many[i][j] != (float)(i * 10000 + j);
+		rkv_ps_tensor_close(u[i]);
+	}
+	EXPECT_EQ(bad, 0);
+	pc_close(&p);
+	stop_all(s, 1);
+}
+
 /* ------------------------------------------------ killed in a push */
 
 #define KILL_LEN 4096u
@@ -814,6 +989,8 @@ int main(int argc, char **argv)
 	RKV_TEST(t_bad_input);
 	RKV_TEST(t_counters);
 	RKV_TEST(t_concurrent_sum);
+	RKV_TEST(t_assign_race);
+	RKV_TEST(t_assign_versions);
 	RKV_TEST(t_kill_during_push);
 	RKV_TEST(t_pull_no_mix);
 	RKV_TEST(t_barrier);
