@@ -40,6 +40,18 @@ static int check_op(const struct rkv_client *c, const struct rkv_op *op)
 		return op->val && (op->buf || !op->buf_cap) ? 0 : -EINVAL;
 	if (op->type == RKV_OP_XPUT)
 		return op->val && op->fn ? 0 : -EINVAL;
+	/* device ops: only the *_dev calls below make them */
+	if (!c->gpu)
+		return -EINVAL;
+	if (op->type == RKV_OP_DGET)
+		return op->buf || !op->buf_cap ? 0 : -EINVAL;
+	if (op->type == RKV_OP_DPUT) {
+		if (op->val_len && !op->val)
+			return -EINVAL;
+		return op->val_len > c->opts.max_value ? -EMSGSIZE : 0;
+	}
+	if (op->type == RKV_OP_DRMW)
+		return op->fn ? 0 : -EINVAL;
 	return -EINVAL;
 }
 
@@ -222,6 +234,11 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 	}
 }
 
+int client_run_op(struct rkv_client *c, struct rkv_op *op)
+{
+	return run_ops(c, op, 1);
+}
+
 int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
 	    size_t cap, size_t *val_len)
 {
@@ -341,4 +358,61 @@ int rkv_mget(struct rkv_client *c, struct rkv_kv *items, size_t n)
 int rkv_mput(struct rkv_client *c, struct rkv_kv *items, size_t n)
 {
 	return batch(c, items, n, RKV_OP_PUT);
+}
+
+/* ------------------------------------------------------ device buffers */
+
+int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
+		void *dev_buf, size_t cap, size_t *val_len, int gpu)
+{
+	struct rkv_op op = { .type = RKV_OP_DGET, .key = key,
+			     .key_len = key_len, .buf = dev_buf,
+			     .buf_cap = cap };
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = gpu_prepare(c, gpu, dev_buf, cap, "rkv_get_dev");
+	if (!rc)
+		rc = run_ops(c, &op, 1);
+	if (rc)
+		return rc;
+	if (val_len && (op.status == 0 || op.status == -ENOBUFS))
+		*val_len = op.out_len;
+	return op.status;
+}
+
+int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,
+		const void *dev_val, size_t val_len, int gpu)
+{
+	struct rkv_op op = { .type = RKV_OP_DPUT, .key = key,
+			     .key_len = key_len, .val = dev_val,
+			     .val_len = val_len };
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->opts.read_only)
+		return -EACCES;
+	rc = gpu_prepare(c, gpu, dev_val, val_len, "rkv_put_dev");
+	if (!rc)
+		rc = run_ops(c, &op, 1);
+	return rc ? rc : op.status;
+}
+
+int rkv_rmw_dev(struct rkv_client *c, const void *key, size_t key_len,
+		rkv_rmw_fn fn, void *arg, int gpu)
+{
+	struct rkv_op op = { .type = RKV_OP_DRMW, .key = key,
+			     .key_len = key_len, .fn = fn, .fn_arg = arg };
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->opts.read_only)
+		return -EACCES;
+	rc = gpu_prepare(c, gpu, NULL, 0, "rkv_rmw_dev");
+	if (!rc)
+		rc = run_ops(c, &op, 1);
+	return rc ? rc : op.status;
 }

@@ -142,6 +142,32 @@ enum op_step {
 #define RKV_OP_XPUT ((enum rkv_op_type)0x59)
 #define BLK_HEAD 16              /* value bytes kept per cache entry */
 
+/*
+ * Device ops (client/gpu.c, the *_dev calls of rkv.h): a GET, PUT or RMW
+ * whose value lives in CUDA device memory.  op->buf (DGET), op->val
+ * (DPUT) and the rmw callback's old/out (DRMW) are device pointers on the
+ * GPU of c->gpu.  Blocks are READ into c->gpu->rd and new blocks built in
+ * c->gpu->nb (registered device staging); only header and key are copied
+ * back to the host, the checksum is computed by the xxh3 kernel on the
+ * device.  One device op at a time per client (synchronous calls only).
+ */
+#define RKV_OP_DGET ((enum rkv_op_type)0x5a)
+#define RKV_OP_DPUT ((enum rkv_op_type)0x5b)
+#define RKV_OP_DRMW ((enum rkv_op_type)0x5c)
+
+struct cgpu {
+	int gpu;                 /* CUDA device of the staging */
+	char *mem;               /* rkv_tp_mem_alloc_gpu */
+	size_t len;
+	struct rkv_mr *mr;       /* local access */
+	char *rd;                /* blocks read: op_buf_size - OB_BLOCKS */
+	char *nb;                /* the new block: new_blk_size */
+	struct rkv_block_hdr *hk; /* host copy of header + key (encode) */
+	size_t head;             /* DGET: value bytes [0, head) go to ... */
+	void *head_buf;          /* ... this host buffer (a PS shard header),
+				  * the rest to op->buf; 0: all to op->buf */
+};
+
 struct blk_info {
 	uint64_t version;        /* block header version */
 	uint32_t val_len;
@@ -219,6 +245,7 @@ struct opslot {
 	int xput;                /* XPUT: the blind path may be tried */
 	int xround;              /* the round in flight is the split one */
 	uint64_t blk_version;    /* version our new block carries */
+	struct cgpu *d;          /* device op: staging; NULL for host ops */
 	struct opslot *done_next;
 	struct rkv_wr wr[ROUND_MAX_WR];
 } __attribute__((aligned(64)));
@@ -276,6 +303,7 @@ struct rkv_client {
 		int done;        /* 0 in flight, 1 completed */
 		int status;      /* 0 or -errno */
 	} aux;
+	struct cgpu *gpu;        /* device staging (gpu.c); NULL until used */
 };
 
 /* client.c */
@@ -302,6 +330,31 @@ void op_round_done(struct opslot *o);
 void op_timer(struct opslot *o, uint64_t now_ms);
 void op_space_ready(struct opslot *o);
 void op_finish(struct opslot *o, int status);
+
+/* gpu.c */
+/* Probe CUDA and gpu, check that ptr (len bytes, may be NULL when len is
+ * 0) is device memory of gpu, and make c->gpu staging for gpu.  Logs the
+ * cause through the client's callback.  0, -EOPNOTSUPP (no CUDA in the
+ * build), -ENODEV (no driver/device), -ENXIO, -EINVAL, -ENOMEM. */
+int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
+		const char *what);
+void gpu_fini(struct rkv_client *c);
+/* api.c: run one op to completion like the synchronous calls (other
+ * pipelined ops stay queued for rkv_poll).  0 (then op->status) or a
+ * client-wide -errno. */
+int client_run_op(struct rkv_client *c, struct rkv_op *op);
+/* rkv_block_encode into device staging dst (value val, device memory,
+ * may already be in place).  Returns the block size or 0 (-errno in
+ * *err). */
+uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
+			  size_t val_len, uint64_t version, int *err);
+/* rkv_block_decode of the block whose READ landed in device staging at
+ * the position host buffer blk stands for (blk = o->buf + OB_BLOCKS +
+ * off): copies header + key into blk, checks the checksum on the device.
+ * *val is a device pointer. */
+int gpu_block_decode(struct opslot *o, char *blk, size_t size,
+		     const void **val, uint32_t *val_len,
+		     const struct rkv_block_hdr **hdr);
 
 /* cache.c */
 int cache_init(struct rkv_client *c, unsigned n);

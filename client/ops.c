@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "gpu/gpu.h"
 #include "hash.h"
 #include "rtime.h"
 
@@ -58,7 +59,20 @@ static char *new_blk_buf(const struct opslot *o)
 {
 	struct rkv_client *c = o->c;
 
+	if (o->d)
+		return o->d->nb; /* device staging */
 	return c->new_blk + (size_t)(o - c->slots) * c->new_blk_size;
+}
+
+/* Checksum and key of a block read (device ops: checked on the GPU). */
+static int blk_decode(struct opslot *o, const char *blk, size_t size,
+		      const void **v, uint32_t *vl,
+		      const struct rkv_block_hdr **h)
+{
+	if (o->d)
+		return gpu_block_decode(o, (char *)blk, size, v, vl, h);
+	return rkv_block_decode(blk, size, o->op->key, o->op->key_len, v, vl,
+				h);
 }
 
 /* ------------------------------------------------------------- rounds */
@@ -82,6 +96,18 @@ static void rd_to(struct opslot *o, void *local, uint32_t lkey, uint64_t raddr,
 		.lkey = lkey, .remote_addr = raddr, .rkey = o->srv->data_rkey };
 }
 
+/* READ a block to op buffer offset local_off (device ops: the same offset
+ * of the device staging). */
+static void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
+		   uint32_t len)
+{
+	if (o->d)
+		rd_to(o, o->d->rd + (local_off - OB_BLOCKS), o->d->mr->lkey,
+		      raddr, len);
+	else
+		rd(o, local_off, raddr, o->srv->data_rkey, len);
+}
+
 static void cas(struct opslot *o, uint64_t raddr, uint64_t expect,
 		uint64_t swap)
 {
@@ -96,7 +122,7 @@ static void wr_block(struct opslot *o)
 {
 	o->wr[o->round_nwr++] = (struct rkv_wr){
 		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
-		.length = o->blk_size, .lkey = o->lkey,
+		.length = o->blk_size, .lkey = o->d ? o->d->mr->lkey : o->lkey,
 		.remote_addr = o->srv->data_addr + o->blk_off,
 		.rkey = o->srv->data_rkey };
 	o->blk_written = 1;
@@ -255,9 +281,8 @@ static int read_cands(struct opslot *o, unsigned from, enum op_step step)
 		if (sz > room - off || o->round_nwr == ROUND_MAX_WR)
 			break;
 		cd->buf_off = OB_BLOCKS + off;
-		rd(o, OB_BLOCKS + off,
-		   o->srv->data_addr + rkv_slot_offset(cd->slot),
-		   o->srv->data_rkey, sz);
+		rd_blk(o, OB_BLOCKS + off,
+		       o->srv->data_addr + rkv_slot_offset(cd->slot), sz);
 		off += sz;
 	}
 	o->vfrom = from;
@@ -280,10 +305,9 @@ static int check_cands(struct opslot *o)
 
 		if (cd->buf_off == UINT32_MAX)
 			continue;
-		rc = rkv_block_decode(o->buf + cd->buf_off,
-				      rkv_slot_size(cd->slot), o->op->key,
-				      o->op->key_len, NULL, NULL, NULL);
-		if (rc == -EBADMSG)
+		rc = blk_decode(o, o->buf + cd->buf_off,
+				rkv_slot_size(cd->slot), NULL, NULL, NULL);
+		if (rc == -EBADMSG || rc == -EIO)
 			return -2;
 		if (rc == 0) {
 			cd->match = 1;
@@ -318,8 +342,14 @@ static int make_block(struct opslot *o, const void *val, size_t val_len,
 			return rc;
 		o->blk_size = size;
 	}
-	rkv_block_encode(new_blk_buf(o), o->op->key, o->op->key_len, val,
-			 val_len, o->srv->client_id, version);
+	if (o->d) {
+		if (!gpu_block_encode(o, new_blk_buf(o), val, val_len, version,
+				      &rc))
+			return rc;
+	} else {
+		rkv_block_encode(new_blk_buf(o), o->op->key, o->op->key_len,
+				 val, val_len, o->srv->client_id, version);
+	}
 	o->blk_version = version;
 	o->blk_written = 0;
 	return 0;
@@ -363,6 +393,8 @@ static void unlink_block(struct opslot *o, uint64_t old)
 static const struct blk_info *own_info(const struct opslot *o,
 				       struct blk_info *bi)
 {
+	if (o->d)
+		return NULL; /* the value's head is on the GPU */
 	return info_of(bi, new_blk_buf(o), o->pub_size);
 }
 
@@ -442,8 +474,13 @@ static void deliver_get(struct opslot *o, const char *blk, uint32_t size,
 	uint32_t vl;
 	struct blk_info bi;
 
-	if (rkv_block_decode(blk, size, o->op->key, o->op->key_len, &v, &vl,
-			     NULL)) {
+	int rc = blk_decode(o, blk, size, &v, &vl, NULL);
+
+	if (rc == -EIO) { /* device op: CUDA failed (logged) */
+		op_finish(o, rc);
+		return;
+	}
+	if (rc) {
 		cache_drop(o->c, o);
 		retry(o);
 		return;
@@ -451,8 +488,28 @@ static void deliver_get(struct opslot *o, const char *blk, uint32_t size,
 	if (o->x)
 		o->x->split = 0;
 	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size,
-		    info_of(&bi, blk, size));
+		    o->d ? NULL : info_of(&bi, blk, size));
 	o->op->out_len = vl;
+	if (o->d) {
+		size_t hd = o->d->head < vl ? o->d->head : vl;
+
+		if (vl - hd > o->op->buf_cap) {
+			op_finish(o, -ENOBUFS);
+			return;
+		}
+		/* device to device: the value never reaches the host (a PS
+		 * shard's 16-byte header does) */
+		if (rkv_cuda_copy(o->d->gpu, o->d->head_buf, v, hd) ||
+		    rkv_cuda_copy(o->d->gpu, o->op->buf, (const char *)v + hd,
+				  vl - hd)) {
+			clog_(o->c, 3, "get into GPU %d memory: copy failed: %s",
+			      o->d->gpu, rkv_cuda_strerror());
+			op_finish(o, -EIO);
+			return;
+		}
+		op_finish(o, 0);
+		return;
+	}
 	if (vl > o->op->buf_cap) {
 		op_finish(o, -ENOBUFS);
 		return;
@@ -479,8 +536,8 @@ static void lock_round(struct opslot *o, uint64_t expect, uint64_t lockval,
 	round_begin(o);
 	cas(o, pos_addr(o, o->slot_pos), expect, lockval);
 	if (read_block)
-		rd(o, OB_BLOCKS, o->srv->data_addr + rkv_slot_offset(expect),
-		   o->srv->data_rkey, sz);
+		rd_blk(o, OB_BLOCKS, o->srv->data_addr + rkv_slot_offset(expect),
+		       sz);
 	post_round(o, ST_LOCK);
 }
 
@@ -653,9 +710,9 @@ static void attempt(struct opslot *o)
 			o->expect = ce->slot;
 			round_begin(o);
 			rd(o, OB_WORD, ce->slot_addr, o->srv->index_rkey, 8);
-			rd(o, OB_BLOCKS,
-			   o->srv->data_addr + rkv_slot_offset(ce->slot),
-			   o->srv->data_rkey, ce->blk_size);
+			rd_blk(o, OB_BLOCKS,
+			       o->srv->data_addr + rkv_slot_offset(ce->slot),
+			       ce->blk_size);
 			post_round(o, ST_GET_CACHED);
 			return;
 		}
@@ -707,7 +764,15 @@ void op_start(struct opslot *o)
 
 	o->type = op->type;
 	o->x = NULL;
+	o->d = NULL;
 	o->xget = o->xput = o->xround = 0;
+	if (op->type == RKV_OP_DGET || op->type == RKV_OP_DPUT ||
+	    op->type == RKV_OP_DRMW) {
+		o->d = c->gpu;
+		o->type = op->type == RKV_OP_DGET   ? RKV_OP_GET :
+			  op->type == RKV_OP_DPUT   ? RKV_OP_PUT :
+						      RKV_OP_RMW;
+	}
 	if (op->type == RKV_OP_XGET || op->type == RKV_OP_XPUT) {
 		o->x = (struct rkv_xop *)(uintptr_t)op->val;
 		o->xget = op->type == RKV_OP_XGET;
@@ -819,8 +884,7 @@ static void rmw_locked(struct opslot *o, const char *blk, uint32_t size)
 	const struct rkv_block_hdr *h;
 
 	o->locked = 1;
-	if (rkv_block_decode(blk, size, o->op->key, o->op->key_len, &v, &vl,
-			     &h)) {
+	if (blk_decode(o, blk, size, &v, &vl, &h)) {
 		/* not our key after all (stale cache): unlock and retry */
 		o->release_retry = 1;
 		o->rmw_action = RKV_RMW_KEEP;

@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "gpu/gpu.h"
 #include "ps_internal.h"
 #include "rtime.h"
 
@@ -996,4 +997,146 @@ int rkv_ps_pull_many(struct rkv_ps *ps, struct rkv_ps_io *io, size_t count)
 	}
 	rkv_free(reqs);
 	return first;
+}
+
+/* ---------------------------------------------------- device buffers */
+/*
+ * Pulls into and pushes from CUDA device memory (rkv_ps.h).  Each shard
+ * is one device op of ops.c (client/gpu.c): a pull is a DGET whose
+ * 16-byte shard header goes to the host and whose elements are copied
+ * device to device into the caller's buffer after the block checksum was
+ * verified on the device; a push is a DRMW under the shard's slot lock
+ * whose callback checks the old header (16 bytes copied to the host),
+ * writes the new one and applies the rule with a kernel
+ * (rkv_cuda_f32_apply) from the old elements to the new block, all on the
+ * device.  Shards go one after the other (one device op at a time).
+ */
+
+struct push_dev_arg {
+	const struct rkv_ps_tensor *t;
+	uint64_t shard;
+	enum rkv_ps_rule rule;
+	float lr;
+	const float *src;
+	int gpu;
+};
+
+static int push_dev_fn(const void *old, size_t old_len, void *out,
+		       size_t cap, size_t *out_len, void *arg)
+{
+	struct push_dev_arg *a = arg;
+	const struct rkv_ps_tensor *t = a->t;
+	uint64_t n = shard_len(t, a->shard);
+	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
+	enum rkv_cuda_f32_rule rule = a->rule == RKV_PS_SUM ? RKV_CUDA_F32_SUM :
+				      a->rule == RKV_PS_SGD ? RKV_CUDA_F32_AXPY :
+							      RKV_CUDA_F32_ASSIGN;
+	struct ps_shard_hdr h;
+
+	if (!old)
+		return -ENOENT;
+	if (old_len != bytes)
+		return -ESTALE;
+	if (bytes > cap)
+		return -EMSGSIZE;
+	if (rkv_cuda_copy(a->gpu, &h, old, sizeof(h)))
+		return -EIO;
+	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
+		return -ESTALE;
+	h.version++;
+	if (rkv_cuda_copy(a->gpu, out, &h, sizeof(h)) ||
+	    rkv_cuda_f32_apply(a->gpu, (char *)out + RKV_PS_SHARD_HDR,
+			       (const char *)old + RKV_PS_SHARD_HDR,
+			       a->src + a->shard * t->shard_elems, n, rule,
+			       a->lr))
+		return -EIO;
+	*out_len = bytes;
+	return RKV_RMW_WRITE;
+}
+
+int rkv_ps_pull_dev(struct rkv_ps_tensor *t, float *dev_buf, uint64_t n,
+		    int gpu, uint64_t *vmin, uint64_t *vmax)
+{
+	struct rkv_client *c;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	int rc;
+
+	if (!t || !dev_buf)
+		return -EINVAL;
+	if (n < t->len)
+		return -ENOBUFS;
+	c = t->ps->c;
+	rc = gpu_prepare(c, gpu, dev_buf, (size_t)t->len * 4,
+			 "rkv_ps_pull_dev");
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < t->nshards; i++) {
+		char key[PS_KEY_MAX];
+		int kl = snprintf(key, sizeof(key), "%s%" PRIu64, t->prefix, i);
+		uint64_t m = shard_len(t, i);
+		struct ps_shard_hdr h;
+		struct rkv_op op = { .type = RKV_OP_DGET, .key = key,
+				     .key_len = (size_t)kl,
+				     .buf = dev_buf + i * t->shard_elems,
+				     .buf_cap = (size_t)m * 4 };
+
+		memset(&h, 0, sizeof(h));
+		c->gpu->head = sizeof(h);
+		c->gpu->head_buf = &h;
+		rc = client_run_op(c, &op);
+		c->gpu->head = 0;
+		c->gpu->head_buf = NULL;
+		if (!rc)
+			rc = op.status;
+		if (!rc && (op.out_len != RKV_PS_SHARD_HDR + m * 4 ||
+			    h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce))
+			rc = -ESTALE;
+		if (rc == -ENOBUFS)
+			rc = -ESTALE; /* a shard of another shape */
+		if (rc)
+			return rc;
+		lo = h.version < lo ? h.version : lo;
+		hi = h.version > hi ? h.version : hi;
+	}
+	if (vmin)
+		*vmin = lo == UINT64_MAX ? 0 : lo;
+	if (vmax)
+		*vmax = hi;
+	return 0;
+}
+
+int rkv_ps_push_dev(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		    const float *dev_src, uint64_t n, float lr, int gpu)
+{
+	struct rkv_client *c;
+	int rc;
+
+	if (!t || !dev_src || n != t->len)
+		return -EINVAL;
+	if (rule != RKV_PS_SUM && rule != RKV_PS_ASSIGN && rule != RKV_PS_SGD)
+		return -EINVAL;
+	c = t->ps->c;
+	if (c->opts.read_only)
+		return -EACCES;
+	rc = gpu_prepare(c, gpu, dev_src, (size_t)t->len * 4,
+			 "rkv_ps_push_dev");
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < t->nshards; i++) {
+		char key[PS_KEY_MAX];
+		int kl = snprintf(key, sizeof(key), "%s%" PRIu64, t->prefix, i);
+		struct push_dev_arg a = { .t = t, .shard = i, .rule = rule,
+					  .lr = lr, .src = dev_src,
+					  .gpu = gpu };
+		struct rkv_op op = { .type = RKV_OP_DRMW, .key = key,
+				     .key_len = (size_t)kl, .fn = push_dev_fn,
+				     .fn_arg = &a };
+
+		rc = client_run_op(c, &op);
+		if (!rc)
+			rc = op.status;
+		if (rc)
+			return rc;
+	}
+	return 0;
 }

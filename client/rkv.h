@@ -267,6 +267,41 @@ struct rkv_server_stats {
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);
 
+/* ------------------------------------------- GPU (CUDA) device buffers */
+
+/*
+ * The same operations with the value in CUDA device memory of GPU gpu
+ * (cudaMalloc'ed by the caller on this host).  The value bytes never pass
+ * through host memory: blocks are READ into registered device staging
+ * (verbs: the NIC writes GPU memory through dma-buf; tcp: pinned staging
+ * buffers in the transport; shm: cudaMemcpy from the server's memory), the
+ * block checksum (xxh3-64, the same as for host clients, so both kinds of
+ * client read each other's blocks) is computed on the device, only the
+ * 32-byte header and the key are copied back to check the key, and the
+ * value is copied device to device.  Puts build the block in device
+ * staging and WRITE it from there.  Round trips, retries of torn or reused
+ * blocks, and locks are those of rkv_get / rkv_put / rkv_rmw.
+ *
+ * rkv_rmw_dev calls fn with old (device pointer, NULL when absent) and out
+ * (device pointer, out_cap = max_value bytes): fn runs its own CUDA work
+ * on gpu and must have finished it (synchronized) when it returns.
+ *
+ * Besides the errors of the host calls: -EOPNOTSUPP (this librkv was
+ * built without CUDA), -ENODEV (no CUDA driver or device), -ENXIO (no
+ * device gpu), -EINVAL (the buffer is host memory or on another GPU),
+ * -EIO (a CUDA copy or kernel failed).  Each logs one line naming the
+ * cause through the client's log callback; nothing is sent and nothing
+ * changes.  The first call on a GPU allocates and registers device
+ * staging of about 2 * max_value bytes (kept until rkv_client_destroy).
+ * Thread safety: as rkv_get.
+ */
+int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
+		void *dev_buf, size_t cap, size_t *val_len, int gpu);
+int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,
+		const void *dev_val, size_t val_len, int gpu);
+int rkv_rmw_dev(struct rkv_client *c, const void *key, size_t key_len,
+		rkv_rmw_fn fn, void *arg, int gpu);
+
 #ifdef __cplusplus
 }
 #endif

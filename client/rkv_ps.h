@@ -236,6 +236,26 @@ int rkv_ps_test(struct rkv_ps_req *r);
  * NULL) as for rkv_ps_pull. */
 int rkv_ps_wait(struct rkv_ps_req *r, uint64_t *vmin, uint64_t *vmax);
 
+/*
+ * Pull into / push from CUDA device memory of GPU gpu (cudaMalloc'ed by
+ * the caller; n and the rules as for rkv_ps_pull / rkv_ps_push).  The
+ * elements never pass through host memory: each shard's block is READ
+ * into device staging, its checksum verified on the device, and the
+ * elements copied device to device; a push applies its rule with a kernel
+ * on the old shard under the shard's slot lock and WRITEs the new block
+ * from device memory (see rkv_get_dev in rkv.h).  Shards are moved one
+ * after the other.  Besides the errors of the host calls: -EOPNOTSUPP
+ * (built without CUDA), -ENODEV (no CUDA driver or device), -ENXIO, -EINVAL
+ * (the buffer is not device memory of gpu), -EIO (a CUDA failure); each
+ * logs its cause through the client's log callback and changes nothing.
+ * Thread safety: as rkv_ps_pull; no request of the same rkv_ps may be
+ * waited for meanwhile from another thread.
+ */
+int rkv_ps_pull_dev(struct rkv_ps_tensor *t, float *dev_buf, uint64_t n,
+		    int gpu, uint64_t *vmin, uint64_t *vmax);
+int rkv_ps_push_dev(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
+		    const float *dev_src, uint64_t n, float lr, int gpu);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,8 +7,11 @@
 # Steps: build; device check; GPU xxh3 == host xxh3; GPU regions on tcp
 # and shm (transport: reads, writes, atomics, refusals, torture); the KV
 # store with --data-memory gpu over tcp and shm (get, put, rmw,
-# multi-process torture, bad device index); the host-side refusal tests;
-# the bandwidth benchmark (1-256 MiB beside cudaMemcpy).
+# multi-process torture, bad device index); client-side GPU buffers
+# (rkv_*_dev and rkv_ps_*_dev against host- and GPU-memory servers on tcp
+# and shm, torture, bad input); the host-side refusal tests; the bandwidth
+# benchmarks (transport READ/WRITE and PS pull/push with device buffers,
+# 1-256 MiB beside cudaMemcpy).
 # Ends with "N passed, N failed[, N skipped]" like tests/run.sh; exit 0
 # only when none failed.
 set -u
@@ -28,7 +31,8 @@ fi
 log=$(mktemp)
 if ! timeout 900 make --no-print-directory O="$O" WITH_CUDA=1 CUDA_HOME="$CUDA_HOME" \
      -j"$JOBS" "$O/bin/rkv-server" "$O/tests/test_mem" "$O/tests/gpu_transport" \
-     "$O/tests/gpu_kv" "$O/tests/gpu_xxh3" >"$log" 2>&1; then
+     "$O/tests/gpu_kv" "$O/tests/gpu_xxh3" "$O/tests/gpu_client" \
+     "$O/tests/gpu_client_nodev" >"$log" 2>&1; then
   tail -40 "$log"; rm -f "$log"
   echo "build failed"; echo "0 passed, 1 failed"; exit 1
 fi
@@ -51,6 +55,12 @@ step "KV store, rkv-server --data-memory gpu, tcp"
 tap_run gpu_kv-tcp 300 "$O/tests/gpu_kv" --provider tcp
 step "KV store, rkv-server --data-memory gpu, shm"
 tap_run gpu_kv-shm 300 "$O/tests/gpu_kv" --provider shm
+step "client GPU buffers (get/put/rmw/PS with device buffers), tcp"
+tap_run gpu_client-tcp 300 "$O/tests/gpu_client" --provider tcp
+step "client GPU buffers (get/put/rmw/PS with device buffers), shm"
+tap_run gpu_client-shm 300 "$O/tests/gpu_client" --provider shm
+step "client device calls without a usable GPU (skips on a GPU machine)"
+tap_run gpu_client_nodev 120 "$O/tests/gpu_client_nodev"
 step "memory backend (host path and refusals)"
 tap_run test_mem 120 "$O/tests/test_mem"
 step "bandwidth: READ/WRITE 1-256 MiB beside cudaMemcpy"
@@ -58,6 +68,9 @@ blog=$(mktemp)
 # (no pipes: tap_run must run in this shell to count)
 tap_run gpu_bench-shm 300 "$O/tests/gpu_transport" --provider shm --bench -t t_bench >"$blog"
 tap_run gpu_bench-tcp 300 "$O/tests/gpu_transport" --provider tcp --bench -t t_bench >>"$blog"
+step "bandwidth: PS pull/push with device buffers, 1-256 MiB, beside cudaMemcpy"
+tap_run gpu_client_bench-shm 300 "$O/tests/gpu_client" --provider shm --bench -t t_bench >>"$blog"
+tap_run gpu_client_bench-tcp 300 "$O/tests/gpu_client" --provider tcp --bench -t t_bench >>"$blog"
 cat "$blog"
 grep -h "GOAL" "$blog" | sed 's/^ *\[[^]]*\] //'
 rm -f "$blog"

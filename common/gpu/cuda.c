@@ -187,6 +187,28 @@ int rkv_cuda_copy(int gpu, void *dst, const void *src, size_t len)
 	return map_err(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
+int rkv_cuda_ptr_device(const void *p, int *gpu)
+{
+	struct cudaPointerAttributes a;
+	cudaError_t e;
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		cudaGetLastError();
+		return -ENODEV;
+	}
+	memset(&a, 0, sizeof(a));
+	e = cudaPointerGetAttributes(&a, p);
+	if (e != cudaSuccess) {
+		cudaGetLastError(); /* unknown pointer: not sticky */
+		return -EINVAL;
+	}
+	if (a.type != cudaMemoryTypeDevice)
+		return -EINVAL;
+	*gpu = a.device;
+	return 0;
+}
+
 int rkv_cuda_host_alloc(size_t len, void **out)
 {
 	return map_err(cudaHostAlloc(out, len, cudaHostAllocPortable));

@@ -47,6 +47,13 @@ enum rkv_cuda_atomic_op {
 	RKV_CUDA_FADD = 1, /* *p += a; */
 };
 
+/* Element-wise float32 rules (the parameter server's push). */
+enum rkv_cuda_f32_rule {
+	RKV_CUDA_F32_SUM = 1,    /* dst = old + src */
+	RKV_CUDA_F32_ASSIGN = 2, /* dst = src */
+	RKV_CUDA_F32_AXPY = 3,   /* dst = old - lr * src */
+};
+
 /* A stream on one device (opaque). */
 struct rkv_cuda_stream;
 
@@ -93,6 +100,21 @@ int rkv_cuda_atomic64(int gpu, uint64_t *p, enum rkv_cuda_atomic_op op,
 int rkv_cuda_xxh3_batch(int gpu, const void *dev, const uint64_t *offs,
 			const uint32_t *lens, unsigned n, uint64_t seed,
 			uint64_t *out);
+
+/*
+ * Whether p is CUDA device memory (cudaMalloc, or a CUDA IPC mapping):
+ * 0 with *gpu its device, -EINVAL for host memory (pageable or pinned) or
+ * a pointer CUDA does not know, -ENODEV when no driver is usable.
+ */
+int rkv_cuda_ptr_device(const void *p, int *gpu);
+
+/*
+ * dst[i] = rule(old[i], src[i]) for n float32 elements in device memory of
+ * gpu (dst and old may be unaligned and may be the same); done when this
+ * returns.
+ */
+int rkv_cuda_f32_apply(int gpu, void *dst, const void *old, const void *src,
+		       uint64_t n, enum rkv_cuda_f32_rule rule, float lr);
 
 /* Pinned (page-locked) host memory for staging. */
 int rkv_cuda_host_alloc(size_t len, void **out);
@@ -177,6 +199,19 @@ static inline int rkv_cuda_xxh3_batch(int gpu, const void *dev,
 {
 	(void)gpu, (void)dev, (void)offs, (void)lens, (void)n, (void)seed,
 		(void)out;
+	return -EOPNOTSUPP;
+}
+static inline int rkv_cuda_ptr_device(const void *p, int *gpu)
+{
+	(void)p, (void)gpu;
+	return -EOPNOTSUPP;
+}
+static inline int rkv_cuda_f32_apply(int gpu, void *dst, const void *old,
+				     const void *src, uint64_t n,
+				     enum rkv_cuda_f32_rule rule, float lr)
+{
+	(void)gpu, (void)dst, (void)old, (void)src, (void)n, (void)rule,
+		(void)lr;
 	return -EOPNOTSUPP;
 }
 static inline int rkv_cuda_host_alloc(size_t len, void **out)

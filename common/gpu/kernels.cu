@@ -140,3 +140,56 @@ extern "C" int rkv_cuda_xxh3_batch(int gpu, const void *dev,
 	}
 	return err_of(e);
 }
+
+/* Element-wise float32 rule of the parameter server; dst and old may be
+ * unaligned (shard elements follow the key inside a block). */
+__global__ void f32_apply_kernel(uint8_t *dst, const uint8_t *old,
+				 const uint8_t *src, uint64_t n, int rule,
+				 float lr)
+{
+	uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (; i < n; i += stride) {
+		float x = 0.0f, v;
+
+		memcpy(&v, src + i * 4, 4);
+		if (rule != RKV_CUDA_F32_ASSIGN)
+			memcpy(&x, old + i * 4, 4);
+		if (rule == RKV_CUDA_F32_SUM)
+			x += v;
+		else if (rule == RKV_CUDA_F32_AXPY)
+			x -= lr * v;
+		else
+			x = v;
+		memcpy(dst + i * 4, &x, 4);
+	}
+}
+
+extern "C" int rkv_cuda_f32_apply(int gpu, void *dst, const void *old,
+				  const void *src, uint64_t n,
+				  enum rkv_cuda_f32_rule rule, float lr)
+{
+	cudaStream_t s = cudaStreamPerThread;
+	cudaError_t e;
+	uint64_t blocks = (n + 255) / 256;
+
+	if (n == 0)
+		return 0;
+	if (blocks > 4096)
+		blocks = 4096;
+	e = cudaSetDevice(gpu);
+	if (e == cudaSuccess) {
+		f32_apply_kernel<<<(unsigned)blocks, 256, 0, s>>>(
+			(uint8_t *)dst, (const uint8_t *)old,
+			(const uint8_t *)src, n, (int)rule, lr);
+		e = cudaGetLastError();
+	}
+	{
+		cudaError_t e2 = cudaStreamSynchronize(s);
+
+		if (e == cudaSuccess)
+			e = e2;
+	}
+	return err_of(e);
+}

@@ -855,9 +855,15 @@ static int rc_fill(struct sw_ep *ep, struct shm_ep *se, uint32_t idx,
 	return RKV_WC_SUCCESS;
 }
 
-/* A one-sided WR on GPU memory p (checked); done when this returns. */
-static int exec_gpu(int gpu, const struct rkv_wr *wr, uint8_t *p)
+/*
+ * A one-sided WR where the target memory p (checked) is on gpu, or, with
+ * gpu -1, host memory and the local buffer is on lgpu; done when this
+ * returns.  Copies are cudaMemcpyDefault, so host<->device and
+ * device<->device (peer) need nothing else.
+ */
+static int exec_gpu(int tgpu, int lgpu, const struct rkv_wr *wr, uint8_t *p)
 {
+	int gpu = tgpu >= 0 ? tgpu : lgpu;
 	int rc = 0;
 
 	switch (wr->opcode) {
@@ -871,11 +877,28 @@ static int exec_gpu(int gpu, const struct rkv_wr *wr, uint8_t *p)
 	case RKV_WR_FETCH_ADD: {
 		uint64_t old = 0;
 
-		rc = rkv_cuda_atomic64(gpu, (uint64_t *)(void *)p,
-				       wr->opcode == RKV_WR_CAS ? RKV_CUDA_CAS
-								: RKV_CUDA_FADD,
-				       wr->compare_add, wr->swap, &old);
-		if (!rc)
+		if (tgpu < 0) {
+			/* host word, result into local device memory */
+			old = wr->opcode == RKV_WR_CAS ? wr->compare_add : 0;
+			if (wr->opcode == RKV_WR_CAS)
+				__atomic_compare_exchange_n(
+					(uint64_t *)(void *)p, &old, wr->swap,
+					false, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST);
+			else
+				old = __atomic_fetch_add((uint64_t *)(void *)p,
+							 wr->compare_add,
+							 __ATOMIC_SEQ_CST);
+		} else {
+			rc = rkv_cuda_atomic64(
+				gpu, (uint64_t *)(void *)p,
+				wr->opcode == RKV_WR_CAS ? RKV_CUDA_CAS
+							 : RKV_CUDA_FADD,
+				wr->compare_add, wr->swap, &old);
+		}
+		if (!rc && lgpu >= 0)
+			rc = rkv_cuda_copy(lgpu, wr->local, &old, 8);
+		else if (!rc)
 			memcpy(wr->local, &old, 8);
 		break;
 	}
@@ -900,11 +923,11 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	unsigned need;
 	uint64_t k, off;
 	uint8_t *p;
-	int st;
+	int st, lgpu = -1;
 
 	if (wr->length &&
 	    sw_mrtab_check_local(&ep->tp->mrt, wr->local, wr->length,
-				 wr->lkey, wr->opcode != RKV_WR_WRITE))
+				 wr->lkey, wr->opcode != RKV_WR_WRITE, &lgpu))
 		return RKV_WC_LOC_PROT_ERR;
 	k = __atomic_load_n(&se->peer_tab[idx].key, __ATOMIC_ACQUIRE);
 	if (!se->rc || se->rc[idx].key != k) {
@@ -925,8 +948,8 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	    off > c->len - wr->length)
 		return RKV_WC_REM_ACCESS_ERR;
 	p = c->base + off;
-	if (c->gpu >= 0)
-		return exec_gpu(c->gpu, wr, p);
+	if (c->gpu >= 0 || lgpu >= 0)
+		return exec_gpu(c->gpu, lgpu, wr, p);
 	switch (wr->opcode) {
 	case RKV_WR_READ:
 		if (wr->length)

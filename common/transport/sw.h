@@ -143,12 +143,13 @@ int sw_mrtab_reg_gpu(struct sw_mrtab *t, void *addr, size_t len,
 int sw_mrtab_dereg(struct sw_mrtab *t, struct sw_mr *mr);
 /*
  * Check a local buffer against the table: lkey valid, [p, p+len) inside
- * its region, RKV_ACCESS_LOCAL_WRITE if need_write, and host memory (GPU
- * MRs as local buffers: phase 2 of GPU support).  Lock-free.  Returns
+ * its region, RKV_ACCESS_LOCAL_WRITE if need_write.  *gpu gets the CUDA
+ * device of a GPU MR, -1 for host memory; with gpu NULL a GPU MR is
+ * refused (RECV buffers must be host memory).  Lock-free.  Returns
  * RKV_WC_SUCCESS or RKV_WC_LOC_PROT_ERR.
  */
 int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
-			 uint32_t lkey, bool need_write);
+			 uint32_t lkey, bool need_write, int *gpu);
 /*
  * Check a remote access (caller holds t->lock for reading, or accepts a
  * race with deregistration).  Returns RKV_WC_SUCCESS with *ptr set, or
@@ -212,6 +213,7 @@ struct sw_sqe {
 	uint8_t signaled;
 	uint8_t done;     /* status is final */
 	uint8_t rnr;      /* SEND: receiver said it has no RECV yet */
+	int16_t gpu;      /* local buffer: -1 host, else CUDA device */
 	int status;       /* enum rkv_wc_status once done */
 	uint64_t t_post;  /* ns */
 };
@@ -252,6 +254,8 @@ struct sw_rxcur {
 	struct sw_unexp *ux;    /* SW_RX_UNEXP */
 	uint64_t rq_wr_id;      /* SW_RX_MEM for a RECV */
 	bool is_recv;           /* SW_RX_MEM: RECV (else READ response) */
+	bool ldev;              /* SW_RX_MEM: READ into local GPU memory, */
+	struct sw_gpu *lgpu;    /* through this staging (NULL: failed) */
 };
 
 #define SW_TX_IOV 64

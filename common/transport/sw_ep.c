@@ -545,13 +545,16 @@ void sw_ep_proto_error(struct sw_ep *ep, const char *why)
 	link_lost(ep, RKV_WC_RETRY_EXC_ERR, why);
 }
 
+static int gpu_tx(struct sw_ep *ep, const struct sw_hdr *h, const void *src,
+		  int gpu);
+
 /* --------------------------------------------------------------- posting */
 int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
 			  int done_status, uint64_t now)
 {
 	struct sw_sqe *s;
 	struct sw_hdr h = { 0 };
-	int st;
+	int st, lgpu;
 
 	if (ep->base.state == RKV_EP_ERROR && ep->sq_head == ep->sq_tail) {
 		push_wc(ep, wr->wr_id,
@@ -570,6 +573,7 @@ int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
 	s->signaled = !!(wr->flags & RKV_WR_SIGNALED);
 	s->done = 0;
 	s->rnr = 0;
+	s->gpu = -1;
 	s->status = RKV_WC_SUCCESS;
 	s->t_post = now;
 	h.seq = ep->sq_tail;
@@ -589,12 +593,26 @@ int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
 		return 0;
 	}
 	st = RKV_WC_SUCCESS;
+	lgpu = -1;
 	if (wr->length)
 		st = sw_mrtab_check_local(&ep->tp->mrt, wr->local, wr->length,
 					  wr->lkey,
 					  wr->opcode == RKV_WR_READ ||
 						  wr->opcode == RKV_WR_CAS ||
-						  wr->opcode == RKV_WR_FETCH_ADD);
+						  wr->opcode == RKV_WR_FETCH_ADD,
+					  &lgpu);
+	s->gpu = (int16_t)lgpu;
+	if (st == RKV_WC_SUCCESS && lgpu >= 0 &&
+	    (wr->opcode == RKV_WR_WRITE || wr->opcode == RKV_WR_SEND)) {
+		/* payload in local device memory: staged (gpu_tx) */
+		h.addr = wr->opcode == RKV_WR_SEND ? 0 : wr->remote_addr;
+		h.key = wr->opcode == RKV_WR_SEND ? 0 : wr->rkey;
+		h.type = wr->opcode == RKV_WR_SEND ? SW_F_SEND : SW_F_WRITE;
+		h.len = wr->length;
+		st = gpu_tx(ep, &h, wr->local, lgpu);
+		if (st == RKV_WC_SUCCESS)
+			return 0;
+	}
 	if (st != RKV_WC_SUCCESS) {
 		s->done = 1;
 		s->status = st;
@@ -720,7 +738,7 @@ int sw_ep_post_recv(struct rkv_ep *bep, struct rkv_recv_wr *wr,
 		}
 		if (wr->length &&
 		    sw_mrtab_check_local(&ep->tp->mrt, wr->local, wr->length,
-					 wr->lkey, true) != RKV_WC_SUCCESS) {
+					 wr->lkey, true, NULL) != RKV_WC_SUCCESS) {
 			push_wc(ep, wr->wr_id, RKV_WC_LOC_PROT_ERR,
 				RKV_WR_RECV, 0);
 			ep_fail(ep);
@@ -766,6 +784,40 @@ static size_t min_sz(uint64_t a, size_t b)
 }
 
 /*
+ * Send len bytes of device memory at src (g->lock held): chunk 0 (n bytes)
+ * is already in pinned buffer b; chunk i+1 is copied into the other buffer
+ * while chunk i goes to the socket (or into the endpoint's output buffer,
+ * so the staging buffer is free again when sw_ep_tx_commit returns).
+ * Returns 0 or the CUDA -errno that stopped it.
+ */
+static int gpu_pipe_out(struct sw_ep *ep, struct sw_gpu *g, unsigned b,
+			size_t n, const uint8_t *src, uint64_t len)
+{
+	uint64_t off = 0;
+	int rc = 0;
+
+	while (off < len) {
+		unsigned nb = b ^ 1;
+		size_t nn = min_sz(len - off - n, SW_GPU_CHUNK);
+
+		if (nn)
+			rc = rkv_cuda_copy_async(g->s[nb], g->buf[nb],
+						 src + off + n, nn);
+		tx_payload(ep, g->buf[b], n);
+		sw_ep_tx_commit(ep);
+		off += n;
+		if (nn && !rc)
+			rc = rkv_cuda_stream_sync(g->s[nb]);
+		if (rc || ep->closed || ep->io_err)
+			break;
+		b = nb;
+		n = nn;
+	}
+	g->next = b ^ 1;
+	return rc;
+}
+
+/*
  * READ of len bytes at device address src.  Chunk i+1 is copied to the
  * other pinned buffer while chunk i goes to the socket (or, when the
  * socket is full, into the endpoint's output buffer, so the staging buffer
@@ -780,7 +832,6 @@ static int gpu_read(struct sw_ep *ep, uint64_t seq, const uint8_t *src,
 	struct sw_gpu *g = sw_gpu_get(ep->tp, gpu);
 	struct sw_hdr r = { .type = SW_F_RESP, .len = (uint32_t)len,
 			    .key = RKV_WC_SUCCESS, .seq = seq };
-	uint64_t off = 0;
 	unsigned b;
 	size_t n;
 	int rc;
@@ -801,30 +852,61 @@ static int gpu_read(struct sw_ep *ep, uint64_t seq, const uint8_t *src,
 		return RKV_WC_REM_OP_ERR;
 	}
 	sw_ep_tx_frame(ep, &r, NULL, 0);
-	while (off < len) {
-		unsigned nb = b ^ 1;
-		size_t nn = min_sz(len - off - n, SW_GPU_CHUNK);
-
-		if (nn)
-			rc = rkv_cuda_copy_async(g->s[nb], g->buf[nb],
-						 src + off + n, nn);
-		tx_payload(ep, g->buf[b], n);
-		sw_ep_tx_commit(ep);
-		off += n;
-		if (nn && !rc)
-			rc = rkv_cuda_stream_sync(g->s[nb]);
-		if (rc || ep->closed || ep->io_err)
-			break;
-		b = nb;
-		n = nn;
-	}
-	g->next = b ^ 1;
+	rc = gpu_pipe_out(ep, g, b, n, src, len);
 	pthread_mutex_unlock(&g->lock);
 	if (rc) {
 		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
 			"peer %s: READ of GPU %d memory failed mid-way: %s",
 			ep->base.peer, gpu, rkv_cuda_strerror());
 		sw_ep_proto_error(ep, "GPU copy failed during a READ");
+	}
+	return RKV_WC_SUCCESS;
+}
+
+/*
+ * Initiator: a WRITE or SEND whose payload (h->len bytes at src) is in
+ * local device memory of gpu.  Like gpu_read the other way round: chunk
+ * i+1 is copied device-to-host into the other pinned buffer while chunk i
+ * goes out.  The first chunk is copied before the header is staged, so a
+ * CUDA failure there completes the WR with GENERAL_ERR (returned); a
+ * failure later ends the connection.
+ */
+static int gpu_tx(struct sw_ep *ep, const struct sw_hdr *h, const void *src,
+		  int gpu)
+{
+	struct sw_gpu *g = sw_gpu_get(ep->tp, gpu);
+	const uint8_t *sp = src;
+	uint64_t len = h->len;
+	unsigned b;
+	size_t n;
+	int rc;
+
+	if (!g)
+		return RKV_WC_GENERAL_ERR;
+	pthread_mutex_lock(&g->lock);
+	b = g->next;
+	n = min_sz(len, SW_GPU_CHUNK);
+	rc = rkv_cuda_stream_sync(g->s[b]);
+	if (!rc)
+		rc = rkv_cuda_copy_async(g->s[b], g->buf[b], sp, n);
+	if (!rc)
+		rc = rkv_cuda_stream_sync(g->s[b]);
+	if (rc) {
+		pthread_mutex_unlock(&g->lock);
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: %s from local GPU %d memory: copy failed: %s",
+			ep->base.peer, h->type == SW_F_SEND ? "SEND" : "WRITE",
+			gpu, rkv_cuda_strerror());
+		return RKV_WC_GENERAL_ERR;
+	}
+	sw_ep_tx_frame(ep, h, NULL, 0);
+	rc = gpu_pipe_out(ep, g, b, n, sp, len);
+	pthread_mutex_unlock(&g->lock);
+	if (rc) {
+		rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+			"peer %s: staging from local GPU %d failed mid-way: %s",
+			ep->base.peer, gpu, rkv_cuda_strerror());
+		sw_ep_proto_error(ep, "GPU copy failed during a WRITE");
 	}
 	return RKV_WC_SUCCESS;
 }
@@ -896,6 +978,10 @@ static void rx_finish(struct sw_ep *ep)
 			s = sq_at(ep, c.h.seq);
 			s->done = 1;
 			s->status = RKV_WC_SUCCESS;
+			/* into local GPU memory: landed before the completion */
+			if (c.ldev && (c.status || !c.lgpu ||
+				       gpu_write_drain(ep, c.lgpu)))
+				s->status = RKV_WC_GENERAL_ERR;
 			sq_emit(ep);
 		}
 		break;
@@ -926,6 +1012,13 @@ static void rx_sink(struct sw_ep *ep, const uint8_t *p, size_t n)
 
 	switch (c->kind) {
 	case SW_RX_MEM:
+		if (c->ldev) {
+			if (c->lgpu && c->status == RKV_WC_SUCCESS &&
+			    gpu_write_piece(ep, c->lgpu, c->dst + c->off, p,
+					    n) != RKV_WC_SUCCESS)
+				c->status = RKV_WC_GENERAL_ERR;
+			break;
+		}
 		memcpy(c->dst + c->off, p, n);
 		break;
 	case SW_RX_UNEXP:
@@ -983,11 +1076,32 @@ static int rx_resp(struct sw_ep *ep, const struct sw_hdr *h)
 			ep->cur.dst = s->local;
 			ep->cur.remaining = h->len;
 			ep->cur.h = *h;
+			if (s->gpu >= 0) {
+				/* into local device memory: pinned staging */
+				ep->cur.ldev = true;
+				ep->cur.lgpu = sw_gpu_get(ep->tp, s->gpu);
+				if (!ep->cur.lgpu)
+					ep->cur.status = RKV_WC_GENERAL_ERR;
+			}
 			return 0;
 		}
 		break;
 	case RKV_WR_CAS:
 	case RKV_WR_FETCH_ADD:
+		if (s->gpu >= 0) {
+			if (rkv_cuda_copy(s->gpu, s->local, &h->arg0, 8)) {
+				rkv_log(RKV_LOG_ERROR, ep->tp->prov->comp,
+					"peer %s: atomic result into GPU %d "
+					"memory: copy failed: %s",
+					ep->base.peer, s->gpu,
+					rkv_cuda_strerror());
+				s->done = 1;
+				s->status = RKV_WC_GENERAL_ERR;
+				sq_emit(ep);
+				return 0;
+			}
+			break;
+		}
 		memcpy(s->local, &h->arg0, 8);
 		break;
 	default:
@@ -1305,7 +1419,7 @@ void sw_ep_rx_locked(struct sw_ep *ep)
 		    ep->tx_len >= SW_TX_HIGH)
 			break;
 		if (ep->cur.kind == SW_RX_MEM && !ep->rx_len &&
-		    ep->cur.remaining >= SW_DIRECT_MIN) {
+		    ep->cur.remaining >= SW_DIRECT_MIN && !ep->cur.ldev) {
 			/* Large payload into plain memory: no bounce. */
 			want = (size_t)ep->cur.remaining;
 			n = ep_recv(ep, ep->cur.dst + ep->cur.off, want);

@@ -8,8 +8,13 @@
  * i+1 into one buffer while chunk i is sent from the other (sw_ep.c); a
  * WRITE copies each received piece into the next buffer and queues its
  * host-to-device copy, waiting only before that buffer is reused and, for
- * the whole frame, before the response is sent.  Staging exists only once
- * a GPU region has been touched, so host-only contexts never call CUDA.
+ * the whole frame, before the response is sent.  The initiator uses the
+ * same buffers for local GPU buffers (sw_ep.c): a WRITE or SEND payload in
+ * device memory is copied out chunk by chunk while the previous chunk goes
+ * to the socket (gpu_tx), a READ response is copied into device memory
+ * piece by piece and completes only after the last copy landed.  Staging
+ * exists only once GPU memory has been touched, so host-only contexts
+ * never call CUDA.
  */
 #include "sw.h"
 

@@ -132,7 +132,7 @@ int sw_mrtab_dereg(struct sw_mrtab *t, struct sw_mr *mr)
 }
 
 int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
-			 uint32_t lkey, bool need_write)
+			 uint32_t lkey, bool need_write, int *gpu)
 {
 	struct sw_mrent *e = &t->ent[lkey & SW_MR_IDX_MASK];
 	uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
@@ -147,10 +147,12 @@ int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
 		return RKV_WC_LOC_PROT_ERR;
 	if (need_write && !(SW_KEY_ACCESS(k) & RKV_ACCESS_LOCAL_WRITE))
 		return RKV_WC_LOC_PROT_ERR;
-	if (SW_KEY_GPU1(k))
-		return RKV_WC_LOC_PROT_ERR; /* GPU local buffers: phase 2 */
 	if (u < a || len > l || u - a > l - len)
 		return RKV_WC_LOC_PROT_ERR;
+	if (gpu)
+		*gpu = (int)SW_KEY_GPU1(k) - 1;
+	else if (SW_KEY_GPU1(k))
+		return RKV_WC_LOC_PROT_ERR; /* caller takes host memory only */
 	return RKV_WC_SUCCESS;
 }
 

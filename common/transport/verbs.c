@@ -1105,6 +1105,7 @@ static int local_ok(struct verbs_ep *ep, struct verbs_tp *vt, uint32_t lkey,
 			ep->lcache[slot].gen = gen;
 			ep->lcache[slot].lkey = lkey;
 			ep->lcache[slot].access = vm->base.access;
+			ep->lcache[slot].gpu = vm->base.gpu >= 0;
 			ep->lcache[slot].lo = (uintptr_t)vm->base.addr;
 			ep->lcache[slot].hi = (uintptr_t)vm->base.addr +
 					      vm->base.length;
@@ -1174,7 +1175,10 @@ static int build_send(struct verbs_ep *ep, struct verbs_tp *vt,
 		if (!w->length)
 			break;
 		ok = local_ok(ep, vt, w->lkey, w->local, w->length, 0);
-		if (ok && w->length <= ep->max_inline)
+		/* inline makes the CPU read the payload: never from device
+		 * memory (the NIC reads the registered dma-buf itself) */
+		if (ok && w->length <= ep->max_inline &&
+		    !ep->lcache[w->lkey % VERBS_LCACHE].gpu)
 			s->send_flags |= IBV_SEND_INLINE;
 		break;
 	case RKV_WR_CAS:

@@ -123,6 +123,7 @@ struct verbs_ep {
 		unsigned gen;
 		uint32_t lkey;
 		unsigned access;
+		int gpu;           /* device memory: never posted inline */
 		uintptr_t lo, hi;
 	} lcache[VERBS_LCACHE];
 	int hw_err;                /* an error completion: QP is in ERR */

@@ -11,7 +11,9 @@
  * CAS and FETCH_ADD on a GPU word, the refusals a NIC would give (bounds,
  * bad rkey, read-only, no-atomic MRs) with REM_ACCESS_ERR, and a
  * concurrency torture (threads, each with its own endpoint, adding to one
- * GPU word and round-tripping private blocks).
+ * GPU word and round-tripping private blocks), and local buffers in GPU
+ * memory at the initiator (WRITE from, READ into device memory, atomic
+ * results into device memory).
  *
  * --bench: READ and WRITE of 1..256 MiB beside cudaMemcpy of the same
  * bytes (device <-> the same pinned host buffer); the shm goal is READ at
@@ -404,6 +406,77 @@ static void t_torture(void)
 	EXPECT_EQ(v, (uint64_t)TORTURE_THREADS * TORTURE_ITERS);
 }
 
+/*
+ * Local buffers in GPU memory (the initiator side): WRITE from and READ
+ * into a registered device buffer across staging-chunk boundaries, and
+ * CAS / FETCH_ADD results landing in device memory.
+ */
+static void t_local_gpu(void)
+{
+	const size_t n = 9u << 20; /* > 2 staging chunks */
+	const uint64_t off = 100ull << 20;
+	struct rkv_mr *dmr = NULL;
+	uint8_t *dev = NULL, *h = malloc(n);
+	uint64_t w = 0;
+	unsigned bad = 0;
+	struct rkv_wr wr;
+
+	ASSERT_TRUE(h != NULL);
+	ASSERT_EQ(rkv_tp_mem_alloc_gpu(g_x.tp, 0, 16u << 20, (void **)&dev),
+		  0);
+	ASSERT_EQ(rkv_mr_reg_gpu(g_x.tp, dev, 16u << 20,
+				 RKV_ACCESS_LOCAL_WRITE, 0, &dmr),
+		  0);
+	for (size_t i = 0; i < n; i++)
+		h[i] = pattern(i + 11);
+	ASSERT_EQ(rkv_cuda_copy(0, dev, h, n), 0);
+	wr = (struct rkv_wr){ .opcode = RKV_WR_WRITE, .local = dev,
+			      .length = (uint32_t)n, .lkey = dmr->lkey,
+			      .remote_addr = g_t.base + off,
+			      .rkey = g_t.rkey_all };
+	EXPECT_EQ(gpu_post_wait(g_x.ep, g_x.cq, &wr), RKV_WC_SUCCESS);
+	memset(g_x.buf, 0, n);
+	ASSERT_EQ(op(&g_x, RKV_WR_READ, off, (uint32_t)n, g_t.rkey_all, NULL),
+		  RKV_WC_SUCCESS);
+	EXPECT_TRUE(memcmp(g_x.buf, h, n) == 0);
+	/* READ into device memory */
+	ASSERT_EQ(rkv_cuda_memset(0, dev, 0, 16u << 20), 0);
+	wr = (struct rkv_wr){ .opcode = RKV_WR_READ, .local = dev + 1,
+			      .length = PATTERN_LEN, .lkey = dmr->lkey,
+			      .remote_addr = g_t.base, .rkey = g_t.rkey_all };
+	EXPECT_EQ(gpu_post_wait(g_x.ep, g_x.cq, &wr), RKV_WC_SUCCESS);
+	ASSERT_EQ(rkv_cuda_copy(0, h, dev + 1, PATTERN_LEN), 0);
+	for (uint64_t i = 0; i < PATTERN_LEN; i++)
+		bad += h[i] != pattern(i);
+	EXPECT_EQ(bad, 0);
+	/* atomics whose result lands in device memory */
+	memset(g_x.buf, 0, 8);
+	ASSERT_EQ(op(&g_x, RKV_WR_WRITE, off, 8, g_t.rkey_all, NULL),
+		  RKV_WC_SUCCESS);
+	wr = (struct rkv_wr){ .opcode = RKV_WR_FETCH_ADD, .local = dev + 64,
+			      .length = 8, .lkey = dmr->lkey,
+			      .remote_addr = g_t.base + off,
+			      .rkey = g_t.rkey_all, .compare_add = 5 };
+	EXPECT_EQ(gpu_post_wait(g_x.ep, g_x.cq, &wr), RKV_WC_SUCCESS);
+	wr = (struct rkv_wr){ .opcode = RKV_WR_CAS, .local = dev + 72,
+			      .length = 8, .lkey = dmr->lkey,
+			      .remote_addr = g_t.base + off,
+			      .rkey = g_t.rkey_all, .compare_add = 5,
+			      .swap = 9 };
+	EXPECT_EQ(gpu_post_wait(g_x.ep, g_x.cq, &wr), RKV_WC_SUCCESS);
+	ASSERT_EQ(rkv_cuda_copy(0, &w, dev + 64, 8), 0);
+	EXPECT_EQ(w, 0);
+	ASSERT_EQ(rkv_cuda_copy(0, &w, dev + 72, 8), 0);
+	EXPECT_EQ(w, 5);
+	ASSERT_EQ(op(&g_x, RKV_WR_READ, off, 8, g_t.rkey_all, NULL),
+		  RKV_WC_SUCCESS);
+	memcpy(&w, g_x.buf, 8);
+	EXPECT_EQ(w, 9);
+	rkv_mr_dereg(dmr);
+	rkv_tp_mem_free_gpu(g_x.tp, 0, dev, 16u << 20);
+	free(h);
+}
+
 /* ------------------------------------------------------------ bench */
 static double best_gbps(struct ini *x, enum rkv_wr_opcode opc, size_t n,
 			void *dev)
@@ -493,6 +566,7 @@ int main(int argc, char **argv)
 		RKV_TEST(t_atomics);
 		RKV_TEST(t_refusals);
 		RKV_TEST(t_torture);
+		RKV_TEST(t_local_gpu);
 		if (bench)
 			RKV_TEST(t_bench);
 		ini_close(&g_x);
