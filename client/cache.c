@@ -37,9 +37,6 @@ int cache_init(struct rkv_client *c, unsigned n)
 
 void cache_fini(struct rkv_client *c)
 {
-	/* client.c's teardown calls this before the local MR goes: the
-	 * GPU staging (gpu.c) is released with it */
-	gpu_fini(c);
 	if (!c->cache)
 		return;
 	for (unsigned i = 0; i < c->cache_n; i++)

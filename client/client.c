@@ -1074,6 +1074,7 @@ void rkv_client_destroy(struct rkv_client *c)
 			rkv_free(c->srv[i].ret);
 		}
 	}
+	gpu_fini(c); /* device staging (gpu.c), before its context goes */
 	cache_fini(c);
 	rkv_free(c->slots);
 	rkv_mr_dereg(c->lmr);
