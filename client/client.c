@@ -626,23 +626,23 @@ static int poll_cq(struct rkv_client *c)
 		else
 			handle_op_wc(c, &wc[i]);
 	}
-	c->last_poll_ms = rkv_coarse_ms();
 	return n;
 }
 
 int client_progress(struct rkv_client *c)
 {
-	uint64_t now = 0;
+	uint64_t now = 0, cnow = rkv_coarse_ms();
 	int n, total = 0;
 
 	/* Idle for a while: an RKEY_UPDATE may be waiting; take it before
 	 * building WRs with keys that may be revoked. */
-	if (rkv_coarse_ms() - c->last_poll_ms > IDLE_POLL_MS) {
+	if (cnow - c->last_poll_ms > IDLE_POLL_MS) {
 		n = poll_cq(c);
 		if (n < 0)
 			return n;
 		total += n;
 	}
+	c->last_poll_ms = cnow; /* the CQ is polled below in any case */
 
 	for (unsigned i = 0; i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
@@ -685,20 +685,47 @@ int client_progress(struct rkv_client *c)
 	return total;
 }
 
-/* Wait for *flag to become non-zero, driving progress; bounded. */
-static int wait_flag(struct rkv_client *c, int *flag, unsigned timeout_ms)
+/*
+ * A synchronous control request: send m (retrying while every request slot
+ * is busy) and wait for its reply in *reply, driving progress, all within
+ * timeout_ms.  Returns 0, -ETIMEDOUT, or the connection's -errno.  A
+ * request given up on is detached, so a late reply writes nowhere.
+ */
+int srv_ctrl_call(struct server *s, struct rkv_msg *m, struct rkv_msg *reply,
+		  unsigned timeout_ms)
 {
+	struct rkv_client *c = s->c;
 	uint64_t end = rkv_now_ms() + timeout_ms;
+	int done = 0, rc;
 
-	while (!*flag) {
-		int rc = client_progress(c);
-
-		if (rc < 0)
-			return rc;
+	while ((rc = srv_ctrl_send(s, m, reply, &done)) == -EBUSY) {
 		if (rkv_now_ms() > end)
 			return -ETIMEDOUT;
+		rc = client_progress(c);
+		if (rc < 0)
+			return rc;
 	}
-	return *flag < 0 ? *flag : 0;
+	if (rc)
+		return rc;
+	while (!done) {
+		rc = client_progress(c);
+		if (rc >= 0 && rkv_now_ms() > end)
+			rc = -ETIMEDOUT;
+		if (rc < 0)
+			break;
+	}
+	if (!done) {
+		for (unsigned i = 0; i < CTRL_SENDS; i++) {
+			struct ctrl_req *q = &s->req[i];
+
+			if (q->busy && q->req_id == m->hdr.req_id) {
+				q->reply_to = NULL;
+				q->done_flag = NULL;
+			}
+		}
+		return rc;
+	}
+	return done < 0 ? done : 0;
 }
 
 /* ------------------------------------------------------------- connect */
@@ -768,7 +795,7 @@ static int srv_authenticate(struct rkv_client *c, struct server *s,
 {
 	const struct rkv_msg_auth_challenge *ch = &reply->u.auth_challenge;
 	struct rkv_msg m;
-	int done = 0, rc;
+	int rc;
 
 	if (!c->secret) {
 		clog_(c, 3,
@@ -787,11 +814,8 @@ static int srv_authenticate(struct rkv_client *c, struct server *s,
 	rc = auth_mac(c, ch->nonce, hello->u.hello.name, m.u.auth_response.mac);
 	if (rc)
 		return rc;
-	rc = srv_ctrl_send(s, &m, reply, &done);
+	rc = srv_ctrl_call(s, &m, reply, c->opts.connect_timeout_ms);
 	OPENSSL_cleanse(&m.u.auth_response, sizeof(m.u.auth_response));
-	if (rc)
-		return rc;
-	rc = wait_flag(c, &done, c->opts.connect_timeout_ms);
 	if (rc == -ECONNRESET && reply->hdr.type != RKV_MSG_ERROR)
 		rc = -EACCES; /* closed on us without a word */
 	if (rc) {
@@ -811,7 +835,7 @@ static int srv_authenticate(struct rkv_client *c, struct server *s,
 static int srv_connect(struct rkv_client *c, struct server *s)
 {
 	struct rkv_msg m, reply;
-	int done = 0, rc;
+	int rc;
 
 	rc = rkv_connect(c->tp, s->addr, c->cq, (int)c->opts.connect_timeout_ms,
 			 &s->ep);
@@ -829,10 +853,7 @@ static int srv_connect(struct rkv_client *c, struct server *s)
 	m.u.hello.flags = c->opts.read_only ? RKV_HELLO_READ_ONLY : 0;
 	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s",
 		 c->opts.name ? c->opts.name : "rkv");
-	rc = srv_ctrl_send(s, &m, &reply, &done);
-	if (rc)
-		return rc;
-	rc = wait_flag(c, &done, c->opts.connect_timeout_ms);
+	rc = srv_ctrl_call(s, &m, &reply, c->opts.connect_timeout_ms);
 	if (rc)
 		return rc;
 	if (reply.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
@@ -1123,23 +1144,13 @@ int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st)
 {
 	struct rkv_msg m, reply;
-	int done = 0, rc;
-	uint64_t end = rkv_now_ms() + c->opts.timeout_ms;
+	int rc;
 
 	if (i >= c->nsrv || !st)
 		return -EINVAL;
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_STATS;
-	while ((rc = srv_ctrl_send(&c->srv[i], &m, &reply, &done)) == -EBUSY) {
-		if (rkv_now_ms() > end)
-			return -ETIMEDOUT;
-		rc = client_progress(c);
-		if (rc < 0)
-			return rc;
-	}
-	if (rc)
-		return rc;
-	rc = wait_flag(c, &done, c->opts.timeout_ms);
+	rc = srv_ctrl_call(&c->srv[i], &m, &reply, c->opts.timeout_ms);
 	if (rc)
 		return rc;
 	if (reply.hdr.type != RKV_MSG_STATS_REPLY)

@@ -309,6 +309,8 @@ struct rkv_client {
 /* client.c */
 void clog_(struct rkv_client *c, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+int srv_ctrl_call(struct server *s, struct rkv_msg *m, struct rkv_msg *reply,
+		  unsigned timeout_ms);
 int srv_ctrl_send(struct server *s, struct rkv_msg *m, struct rkv_msg *reply,
 		  int *done_flag);
 void srv_fail(struct server *s, int err);

@@ -121,8 +121,7 @@ int rkv_counter_open(struct rkv_client *c, const char *name, uint64_t *id)
 	struct rkv_msg m, reply;
 	struct server *s;
 	size_t len;
-	int done = 0, rc;
-	uint64_t end;
+	int rc;
 
 	if (!c || !name || !id)
 		return -EINVAL;
@@ -135,25 +134,9 @@ int rkv_counter_open(struct rkv_client *c, const char *name, uint64_t *id)
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_COUNTER_OPEN;
 	memcpy(m.u.counter_open.name, name, len + 1);
-	end = rkv_now_ms() + c->opts.timeout_ms;
-	while ((rc = srv_ctrl_send(s, &m, &reply, &done)) == -EBUSY) {
-		if (rkv_now_ms() > end)
-			return -ETIMEDOUT;
-		rc = client_progress(c);
-		if (rc < 0)
-			return rc;
-	}
+	rc = srv_ctrl_call(s, &m, &reply, c->opts.timeout_ms);
 	if (rc)
 		return rc;
-	while (!done) {
-		rc = client_progress(c);
-		if (rc < 0)
-			return rc;
-		if (!done && rkv_now_ms() > end)
-			return -ETIMEDOUT;
-	}
-	if (done < 0)
-		return done;
 	if (reply.hdr.type == RKV_MSG_ERROR)
 		return reply.u.error.status < 0 ? reply.u.error.status : -EPROTO;
 	if (reply.hdr.type != RKV_MSG_COUNTER_REPLY)

@@ -162,6 +162,21 @@ static uint64_t shard_len(const struct rkv_ps_tensor *t, uint64_t i)
 	return t->len - off < t->shard_elems ? t->len - off : t->shard_elems;
 }
 
+/*
+ * The header of a value of val_len bytes, read from head (host memory),
+ * that should be shard i of t: 0 with *h, or -ESTALE when the length is
+ * not shard i's, or it is not a shard of this incarnation of t.
+ */
+static int shard_hdr(const struct rkv_ps_tensor *t, uint64_t i,
+		     size_t val_len, const void *head, struct ps_shard_hdr *h)
+{
+	if (val_len != RKV_PS_SHARD_HDR + (size_t)shard_len(t, i) * 4)
+		return -ESTALE;
+	memcpy(h, head, sizeof(*h));
+	return h->magic == PS_SHARD_MAGIC && h->nonce == t->nonce ? 0
+								   : -ESTALE;
+}
+
 static int check_name(const char *name)
 {
 	size_t n;
@@ -265,14 +280,13 @@ static int push_fn(const void *old, size_t old_len, void *out, size_t cap,
 	uint64_t n = shard_len(t, so->shard);
 	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
 	struct ps_shard_hdr h;
+	int rc;
 
 	if (!old)
 		return -ENOENT; /* deleted: do not create it */
-	if (old_len != bytes)
-		return -ESTALE;
-	memcpy(&h, old, sizeof(h));
-	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
-		return -ESTALE;
+	rc = shard_hdr(t, so->shard, old_len, old, &h);
+	if (rc)
+		return rc;
 	if (bytes > cap)
 		return -EMSGSIZE;
 	h.version++;
@@ -297,10 +311,7 @@ static int assign_xfn(const struct blk_info *old, void *out, size_t cap,
 	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
 	struct ps_shard_hdr h;
 
-	if (old->val_len != bytes || bytes > cap)
-		return RKV_RMW_KEEP;
-	memcpy(&h, old->head, sizeof(h));
-	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
+	if (bytes > cap || shard_hdr(t, so->shard, old->val_len, old->head, &h))
 		return RKV_RMW_KEEP;
 	h.version++;
 	so->version = h.version;
@@ -410,12 +421,10 @@ static int pull_done(struct shard_op *so)
 	const struct rkv_ps_tensor *t = r->t;
 	uint64_t n = shard_len(t, so->shard);
 	struct ps_shard_hdr h;
+	int rc = shard_hdr(t, so->shard, so->op.out_len, so->stage, &h);
 
-	if (so->op.out_len != RKV_PS_SHARD_HDR + n * 4)
-		return -ESTALE;
-	memcpy(&h, so->stage, sizeof(h));
-	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
-		return -ESTALE;
+	if (rc)
+		return rc;
 	if (!(so->op.type == RKV_OP_XGET && so->x.split))
 		memcpy(r->buf + so->shard * t->shard_elems,
 		       so->stage + RKV_PS_SHARD_HDR, (size_t)n * 4);
@@ -1031,18 +1040,19 @@ static int push_dev_fn(const void *old, size_t old_len, void *out,
 	enum rkv_cuda_f32_rule rule = a->rule == RKV_PS_SUM ? RKV_CUDA_F32_SUM :
 				      a->rule == RKV_PS_SGD ? RKV_CUDA_F32_AXPY :
 							      RKV_CUDA_F32_ASSIGN;
-	struct ps_shard_hdr h;
+	struct ps_shard_hdr raw, h;
+	int rc;
 
 	if (!old)
 		return -ENOENT;
-	if (old_len != bytes)
-		return -ESTALE;
+	/* the header is in device memory: bring it over first */
+	if (old_len == bytes && rkv_cuda_copy(a->gpu, &raw, old, sizeof(raw)))
+		return -EIO;
+	rc = shard_hdr(t, a->shard, old_len, &raw, &h);
+	if (rc)
+		return rc;
 	if (bytes > cap)
 		return -EMSGSIZE;
-	if (rkv_cuda_copy(a->gpu, &h, old, sizeof(h)))
-		return -EIO;
-	if (h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce)
-		return -ESTALE;
 	h.version++;
 	if (rkv_cuda_copy(a->gpu, out, &h, sizeof(h)) ||
 	    rkv_cuda_f32_apply(a->gpu, (char *)out + RKV_PS_SHARD_HDR,
@@ -1074,23 +1084,22 @@ int rkv_ps_pull_dev(struct rkv_ps_tensor *t, float *dev_buf, uint64_t n,
 		char key[PS_KEY_MAX];
 		int kl = snprintf(key, sizeof(key), "%s%" PRIu64, t->prefix, i);
 		uint64_t m = shard_len(t, i);
-		struct ps_shard_hdr h;
+		struct ps_shard_hdr raw, h;
 		struct rkv_op op = { .type = RKV_OP_DGET, .key = key,
 				     .key_len = (size_t)kl,
 				     .buf = dev_buf + i * t->shard_elems,
 				     .buf_cap = (size_t)m * 4 };
 
-		memset(&h, 0, sizeof(h));
-		c->gpu->head = sizeof(h);
-		c->gpu->head_buf = &h;
+		memset(&raw, 0, sizeof(raw));
+		c->gpu->head = sizeof(raw);
+		c->gpu->head_buf = &raw;
 		rc = client_run_op(c, &op);
 		c->gpu->head = 0;
 		c->gpu->head_buf = NULL;
 		if (!rc)
 			rc = op.status;
-		if (!rc && (op.out_len != RKV_PS_SHARD_HDR + m * 4 ||
-			    h.magic != PS_SHARD_MAGIC || h.nonce != t->nonce))
-			rc = -ESTALE;
+		if (!rc)
+			rc = shard_hdr(t, i, op.out_len, &raw, &h);
 		if (rc == -ENOBUFS)
 			rc = -ESTALE; /* a shard of another shape */
 		if (rc)

@@ -91,3 +91,14 @@ void rkv_log_emit(enum rkv_log_level level, const char *comp,
 	}
 	errno = saved;
 }
+
+void rkv_msgf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}

@@ -13,6 +13,7 @@
 #define RKV_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +54,14 @@ void rkv_log_emit(enum rkv_log_level level, const char *comp,
 			rkv_log_emit((level), (comp), __func__, __LINE__,      \
 				     __VA_ARGS__);                             \
 	} while (0)
+
+/*
+ * Format a one-line message into a caller's buffer (the err/why
+ * out-parameters of functions that say why they failed); nothing when buf
+ * is NULL or len is 0.
+ */
+void rkv_msgf(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #ifdef DEBUG
 #define rkv_dlog(comp, ...) rkv_log(RKV_LOG_DEBUG, comp, __VA_ARGS__)

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -21,20 +20,6 @@
 #include "server_internal.h"
 
 #include "secret.h"
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void rkv_srv_wipe(void *p, size_t n)
 {
@@ -52,7 +37,8 @@ int rkv_srv_secret_load(struct rkv_srv_config *cfg, char *err, size_t errlen)
 	rc = rkv_secret_read(cfg->secret_file, cfg->secret, &n, why,
 			     sizeof(why));
 	if (rc) {
-		errf(err, errlen, "--secret-file %s: %s", cfg->secret_file, why);
+		rkv_msgf(err, errlen, "--secret-file %s: %s", cfg->secret_file,
+			 why);
 		return rc;
 	}
 	cfg->secret_len = n;

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,20 +94,6 @@ static const struct cfg_row g_rows[] = {
 
 #define NROWS (sizeof(g_rows) / sizeof(g_rows[0]))
 _Static_assert(NROWS <= sizeof(unsigned) * 8, "set_mask holds every row");
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 int rkv_srv_parse_size(const char *s, uint64_t *out)
 {
@@ -212,10 +197,10 @@ static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
 		struct rkv_tp_addr a;
 
 		if (strlen(value) >= r->cap || rkv_tp_addr_parse(value, &a)) {
-			errf(err, errlen,
-			     "--%s: '%s' is not an address (tcp://HOST:PORT, "
-			     "shm:///NAME, verbs://HOST:PORT, auto://HOST:PORT)",
-			     r->name, value);
+			rkv_msgf(err, errlen,
+				 "--%s: '%s' is not an address (tcp://HOST:PORT, "
+				 "shm:///NAME, verbs://HOST:PORT, auto://HOST:PORT)",
+				 r->name, value);
 			return -EINVAL;
 		}
 		memcpy(field, value, strlen(value) + 1);
@@ -223,17 +208,18 @@ static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
 	}
 	case T_STR:
 		if (strlen(value) >= r->cap) {
-			errf(err, errlen, "--%s: '%s' is longer than %zu bytes",
-			     r->name, value, r->cap - 1);
+			rkv_msgf(err, errlen,
+				 "--%s: '%s' is longer than %zu bytes",
+				 r->name, value, r->cap - 1);
 			return -EINVAL;
 		}
 		memcpy(field, value, strlen(value) + 1);
 		return 0;
 	case T_LEVEL:
 		if (rkv_log_level_parse(value, &lv) || lv == RKV_LOG_OFF) {
-			errf(err, errlen,
-			     "--%s: '%s' is not one of debug, info, warn, error",
-			     r->name, value);
+			rkv_msgf(err, errlen,
+				 "--%s: '%s' is not one of debug, info, warn, error",
+				 r->name, value);
 			return -EINVAL;
 		}
 		*(int64_t *)(void *)field = lv;
@@ -242,12 +228,12 @@ static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
 	case T_U64:
 		if (r->type == T_SIZE ? rkv_srv_parse_size(value, &u)
 				      : parse_u64(value, &u)) {
-			errf(err, errlen, "--%s: '%s' is not %s", r->name,
-			     value,
-			     r->type == T_SIZE
-				     ? "a size (a number with an optional "
-				       "K, M, G or T suffix)"
-				     : "a non-negative integer");
+			rkv_msgf(err, errlen, "--%s: '%s' is not %s", r->name,
+				 value,
+				 r->type == T_SIZE
+				 ? "a size (a number with an optional "
+				 "K, M, G or T suffix)"
+				 : "a non-negative integer");
 			return -EINVAL;
 		}
 		if (u < (uint64_t)r->min || u > (uint64_t)r->max) {
@@ -260,33 +246,35 @@ static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
 				snprintf(lo, sizeof(lo), "%" PRId64, r->min);
 				snprintf(hi, sizeof(hi), "%" PRId64, r->max);
 			}
-			errf(err, errlen, "--%s: %s is out of range [%s, %s]",
-			     r->name, value, lo, hi);
+			rkv_msgf(err, errlen,
+				 "--%s: %s is out of range [%s, %s]",
+				 r->name, value, lo, hi);
 			return -EINVAL;
 		}
 		if ((r->flags & F_ALIGN64) && u % 64) {
-			errf(err, errlen, "--%s: %s is not a multiple of 64",
-			     r->name, value);
+			rkv_msgf(err, errlen,
+				 "--%s: %s is not a multiple of 64",
+				 r->name, value);
 			return -EINVAL;
 		}
 		if ((r->flags & F_POW2) && (u & (u - 1))) {
-			errf(err, errlen, "--%s: %s is not a power of two",
-			     r->name, value);
+			rkv_msgf(err, errlen, "--%s: %s is not a power of two",
+				 r->name, value);
 			return -EINVAL;
 		}
 		*(uint64_t *)(void *)field = u;
 		return 0;
 	case T_I64:
 		if (parse_i64(value, &i)) {
-			errf(err, errlen, "--%s: '%s' is not an integer",
-			     r->name, value);
+			rkv_msgf(err, errlen, "--%s: '%s' is not an integer",
+				 r->name, value);
 			return -EINVAL;
 		}
 		if (i < r->min || i > r->max) {
-			errf(err, errlen,
-			     "--%s: %s is out of range [%" PRId64 ", %" PRId64
-			     "]",
-			     r->name, value, r->min, r->max);
+			rkv_msgf(err, errlen,
+				 "--%s: %s is out of range [%" PRId64 ", %" PRId64
+				 "]",
+				 r->name, value, r->min, r->max);
 			return -EINVAL;
 		}
 		*(int64_t *)(void *)field = i;
@@ -315,7 +303,8 @@ int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
 	int rc;
 
 	if (!r) {
-		errf(err, errlen, "unknown option '--%s' (see --help)", name);
+		rkv_msgf(err, errlen,
+			 "unknown option '--%s' (see --help)", name);
 		return -EINVAL;
 	}
 	rc = set_row(cfg, r, value, err, errlen);
@@ -337,8 +326,8 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 	char a[32], b[32];
 
 	if (is_set(cfg, "buckets") && is_set(cfg, "capacity")) {
-		errf(err, errlen,
-		     "--buckets and --capacity size the same index: give one");
+		rkv_msgf(err, errlen,
+			 "--buckets and --capacity size the same index: give one");
 		return -EINVAL;
 	}
 	if (strcmp(cfg->data_memory, "host") == 0) {
@@ -352,31 +341,32 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 			   strlen(cfg->data_memory + 4)) {
 		cfg->data_gpu = atoi(cfg->data_memory + 4);
 	} else {
-		errf(err, errlen,
-		     "--data-memory: '%s' is not host, gpu or gpu:N",
-		     cfg->data_memory);
+		rkv_msgf(err, errlen,
+			 "--data-memory: '%s' is not host, gpu or gpu:N",
+			 cfg->data_memory);
 		return -EINVAL;
 	}
 	if (cfg->grace_ms <= cfg->lease_ms) {
-		errf(err, errlen,
-		     "--grace: %" PRIu64 " ms must be longer than --lease (%"
-		     PRIu64 " ms)",
-		     cfg->grace_ms, cfg->lease_ms);
+		rkv_msgf(err, errlen,
+			 "--grace: %" PRIu64 " ms must be longer than --lease (%"
+			 PRIu64 " ms)",
+			 cfg->grace_ms, cfg->lease_ms);
 		return -EINVAL;
 	}
 	if (cfg->chunk > cfg->memory) {
 		size_str(cfg->chunk, a, sizeof(a));
 		size_str(cfg->memory, b, sizeof(b));
-		errf(err, errlen, "--chunk: %s is larger than --memory (%s)", a,
-		     b);
+		rkv_msgf(err, errlen,
+			 "--chunk: %s is larger than --memory (%s)", a,
+			 b);
 		return -EINVAL;
 	}
 	cfg->nbuckets = cfg->buckets ? cfg->buckets
 				     : rkv_srv_buckets_for(cfg->capacity);
 	if (cfg->nbuckets > (1ull << 32)) {
-		errf(err, errlen,
-		     "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
-		     cfg->capacity);
+		rkv_msgf(err, errlen,
+			 "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
+			 cfg->capacity);
 		return -EINVAL;
 	}
 	return 0;
@@ -427,13 +417,14 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 			return 1;
 		}
 		if (c == '?') {
-			errf(err, errlen, "unknown option '%s' (see --help)",
-			     argv[optind - 1]);
+			rkv_msgf(err, errlen,
+				 "unknown option '%s' (see --help)",
+				 argv[optind - 1]);
 			return -EINVAL;
 		}
 		if (c == ':') {
-			errf(err, errlen, "option '%s' needs a value",
-			     argv[optind - 1]);
+			rkv_msgf(err, errlen, "option '%s' needs a value",
+				 argv[optind - 1]);
 			return -EINVAL;
 		}
 		rc = rkv_srv_config_set(cfg, g_rows[c - 256].name, optarg, err,
@@ -442,8 +433,8 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 			return rc;
 	}
 	if (optind < argc) {
-		errf(err, errlen, "unexpected argument '%s' (see --help)",
-		     argv[optind]);
+		rkv_msgf(err, errlen, "unexpected argument '%s' (see --help)",
+			 argv[optind]);
 		return -EINVAL;
 	}
 	return rkv_srv_config_finish(cfg, err, errlen);

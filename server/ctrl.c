@@ -704,6 +704,18 @@ static int bad_msg(struct rkv_srv_conn *c, uint64_t now_ms, const char *what)
 	return CLOSED;
 }
 
+/* Reply ERROR -EALREADY to a second HELLO or AUTH_RESPONSE (no close). */
+static void already_in(struct rkv_srv_conn *c, uint32_t req_id)
+{
+	struct rkv_srv *srv = c->srv;
+
+	init_rep(srv, RKV_MSG_ERROR, req_id);
+	memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
+	srv->rep.u.error.status = -EALREADY;
+	snprintf(srv->rep.u.error.text, sizeof(srv->rep.u.error.text),
+		 "already connected as client %u", c->client_id);
+}
+
 /* Post receive buffer rb again.  Returns enum serve_rc. */
 static int repost(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 {
@@ -765,13 +777,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	switch (m->hdr.type) {
 	case RKV_MSG_HELLO:
 		if (c->state == RKV_CONN_READY) {
-			init_rep(srv, RKV_MSG_ERROR, m->hdr.req_id);
-			memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
-			srv->rep.u.error.status = -EALREADY;
-			snprintf(srv->rep.u.error.text,
-				 sizeof(srv->rep.u.error.text),
-				 "already connected as client %u",
-				 c->client_id);
+			already_in(c, m->hdr.req_id);
 			break;
 		}
 		if (srv->nclients >= srv->cfg.max_clients)
@@ -790,13 +796,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		break;
 	case RKV_MSG_AUTH_RESPONSE:
 		if (c->state != RKV_CONN_AUTH) { /* READY: already in */
-			init_rep(srv, RKV_MSG_ERROR, m->hdr.req_id);
-			memset(&srv->rep.u.error, 0, sizeof(srv->rep.u.error));
-			srv->rep.u.error.status = -EALREADY;
-			snprintf(srv->rep.u.error.text,
-				 sizeof(srv->rep.u.error.text),
-				 "already connected as client %u",
-				 c->client_id);
+			already_in(c, m->hdr.req_id);
 			break;
 		}
 		if (do_auth_response(c, m, now_ms) == CLOSED)

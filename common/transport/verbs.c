@@ -29,7 +29,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,20 +42,6 @@
  * a read() on a non-blocking fd, ~0.5 us, so not on every poll. */
 #define CM_CHECK_EVERY 64
 #define POLL_BATCH 32
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-}
 
 static const char *port_state_str(enum ibv_port_state s)
 {
@@ -76,13 +61,13 @@ int rkv_tp_verbs_available(char *why, size_t whylen)
 	int n = 0, found = 0;
 	char first[96] = "";
 
-	set_why(why, whylen, "%s", "");
+	rkv_msgf(why, whylen, "%s", "");
 	errno = 0;
 	list = ibv_get_device_list(&n);
 	if (!list) {
-		set_why(why, whylen,
-			"no RDMA device: ibv_get_device_list: %s",
-			strerror(errno ? errno : ENODEV));
+		rkv_msgf(why, whylen,
+			 "no RDMA device: ibv_get_device_list: %s",
+			 strerror(errno ? errno : ENODEV));
 		return 0;
 	}
 	for (int i = 0; i < n && !found; i++) {
@@ -119,10 +104,10 @@ int rkv_tp_verbs_available(char *why, size_t whylen)
 	if (found)
 		return 1;
 	if (n == 0)
-		set_why(why, whylen, "no RDMA device found");
+		rkv_msgf(why, whylen, "no RDMA device found");
 	else
-		set_why(why, whylen, "no RDMA device with an active port (%s)",
-			first);
+		rkv_msgf(why, whylen, "no RDMA device with an active port (%s)",
+			 first);
 	return 0;
 }
 
