@@ -63,12 +63,38 @@ free_port() {
   return 1
 }
 
+# wait_port PORT PID: 0 once PORT accepts, 1 if PID died or 20 s passed
 wait_port() {
   local i
-  for i in $(seq 1 50); do
+  for i in $(seq 1 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
     sleep 0.1
   done
+  return 1
+}
+
+# start_peer LOG CMD...: runs CMD (its @PORT@ replaced by a free port) in
+# the background until it listens; a port taken between the probe and the
+# bind, or a slow start, costs another try on a new port (3 in all).
+# Sets PORT; returns 1 with LOG copied to $tmp/err when every try failed.
+start_peer() {
+  local log=$1 try pid a
+  shift
+  for try in 1 2 3; do
+    PORT=$(free_port) || break
+    local argv=()
+    for a in "$@"; do argv+=("${a//@PORT@/$PORT}"); done
+    "${argv[@]}" >"$log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_port "$PORT" "$pid" && return 0
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "# try $try on port $PORT: $(tail -2 "$log" | tr '\n' ' ')" \
+      >>"$tmp/peer.err"
+  done
+  cp "$tmp/peer.err" "$tmp/err"
   return 1
 }
 
@@ -214,45 +240,44 @@ else
 fi
 
 # ------------------------------------------------------ Redis, memcached
-if command -v redis-server >/dev/null; then
-  port=$(free_port)
-  redis-server --port "$port" --save '' --appendonly no --bind 127.0.0.1 \
-    >"$tmp/redis.log" 2>&1 &
-  PIDS+=($!)
-  wait_port "$port"
-  timeout -k 5 120 "$Y" -P $W/workloade -p recordcount=300 \
-    -p operationcount=300 -p dataintegrity=true --threads 2 --batch 4 \
-    --db redis --servers "127.0.0.1:$port" >"$tmp/out" 2>"$tmp/err"
+# peer_run NAME GREP CMD...: runs rkv-ycsb against the peer on $PORT
+peer_run() {
+  local name=$1 pat=$2 rc
+  shift 2
+  timeout -k 5 120 "$Y" "$@" --servers "127.0.0.1:$PORT" >"$tmp/out" \
+    2>"$tmp/err"
   rc=$?
-  if [ "$rc" = 0 ] && grep -qE '^  SCAN +[0-9]+' "$tmp/out" &&
-    grep -qE 'records per scan' "$tmp/out"; then
-    ok "workload E on Redis: scans through the ycsb:keys index"
+  if [ "$rc" = 0 ] && grep -qE -- "$pat" "$tmp/out"; then
+    ok "$name"
   else
     cat "$tmp/out" >>"$tmp/err"
-    notok "workload E on Redis: exit $rc"
+    notok "$name: exit $rc"
   fi
-else
+}
+if ! command -v redis-server >/dev/null; then
   skip "workload E on Redis" "redis-server not installed"
-fi
-if command -v memcached >/dev/null; then
-  port=$(free_port)
-  user=()
-  [ "$(id -u)" = 0 ] && user=(-u root)
-  memcached "${user[@]}" -l 127.0.0.1 -p "$port" -U 0 >"$tmp/mc.log" 2>&1 &
-  PIDS+=($!)
-  wait_port "$port"
-  timeout -k 5 120 "$Y" -P $W/workloada -p recordcount=300 \
-    -p operationcount=1000 -p dataintegrity=true --threads 2 --batch 4 \
-    --db memcached --servers "127.0.0.1:$port" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  if [ "$rc" = 0 ] && grep -qE '^  UPDATE +[0-9]+' "$tmp/out"; then
-    ok "workload A on memcached: zero errors"
-  else
-    cat "$tmp/out" >>"$tmp/err"
-    notok "workload A on memcached: exit $rc"
-  fi
+elif ! start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
+  --appendonly no --bind 127.0.0.1; then
+  notok "workload E on Redis: redis-server does not start"
 else
+  peer_run "workload E on Redis: scans through the ycsb:keys index" \
+    '^  SCAN +[0-9]+' -P $W/workloade -p recordcount=300 \
+    -p operationcount=300 -p dataintegrity=true --threads 2 --batch 4 \
+    --db redis
+  grep -q 'records per scan' "$tmp/out" ||
+    notok "workload E on Redis: no 'records per scan' line"
+fi
+user=()
+[ "$(id -u)" = 0 ] && user=(-u root)
+if ! command -v memcached >/dev/null; then
   skip "workload A on memcached" "memcached not installed"
+elif ! start_peer "$tmp/mc.log" memcached "${user[@]}" -l 127.0.0.1 \
+  -p @PORT@ -U 0; then
+  notok "workload A on memcached: memcached does not start"
+else
+  peer_run "workload A on memcached: zero errors" '^  UPDATE +[0-9]+' \
+    -P $W/workloada -p recordcount=300 -p operationcount=1000 \
+    -p dataintegrity=true --threads 2 --batch 4 --db memcached
 fi
 
 echo "1..$N"
