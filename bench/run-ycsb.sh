@@ -66,9 +66,13 @@ trap 'exit 130' INT TERM
 
 # A port nothing listens on (checked by connecting to it).
 free_port() {
-  local p i
+  # below the ephemeral range, so no outgoing connection takes it between
+  # this probe and the server's bind
+  local p i lo_span=12768 lo
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
+    [ "$lo" -gt 21024 ] && lo_span=$((lo - 20000))
   for i in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((20000 + RANDOM % lo_span))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0
