@@ -244,10 +244,11 @@ else
 fi
 
 # ------------------------------------------------------ Redis, memcached
-# peer_run NAME GREP CMD...: runs rkv-ycsb against the peer on $PORT
+# peer_run NAME GREP LOG ARGS...: runs rkv-ycsb ARGS against the peer on
+# $PORT (whose output is in LOG)
 peer_run() {
-  local name=$1 pat=$2 rc
-  shift 2
+  local name=$1 pat=$2 log=$3 rc
+  shift 3
   timeout -k 5 120 "$Y" "$@" --servers "127.0.0.1:$PORT" >"$tmp/out" \
     2>"$tmp/err"
   rc=$?
@@ -255,6 +256,7 @@ peer_run() {
     ok "$name"
   else
     cat "$tmp/out" >>"$tmp/err"
+    sed 's/^/peer: /' "$log" | tail -3 >>"$tmp/err"
     notok "$name: exit $rc"
   fi
 }
@@ -265,7 +267,7 @@ elif ! start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
   notok "workload E on Redis: redis-server does not start"
 else
   peer_run "workload E on Redis: scans through the ycsb:keys index" \
-    '^  SCAN +[0-9]+' -P $W/workloade -p recordcount=300 \
+    '^  SCAN +[0-9]+' "$tmp/redis.log" -P $W/workloade -p recordcount=300 \
     -p operationcount=300 -p dataintegrity=true --threads 2 --batch 4 \
     --db redis
   grep -q 'records per scan' "$tmp/out" ||
@@ -280,7 +282,7 @@ elif ! start_peer "$tmp/mc.log" memcached "${user[@]}" -l 127.0.0.1 \
   notok "workload A on memcached: memcached does not start"
 else
   peer_run "workload A on memcached: zero errors" '^  UPDATE +[0-9]+' \
-    -P $W/workloada -p recordcount=300 -p operationcount=1000 \
+    "$tmp/mc.log" -P $W/workloada -p recordcount=300 -p operationcount=1000 \
     -p dataintegrity=true --threads 2 --batch 4 --db memcached
 fi
 
