@@ -227,7 +227,7 @@ test: deps
 
 # No deps here: a lent GPU machine may reach no package mirror.
 check-gpu:
-	@bash tools/check-gpu.sh $(O)
+	@bash tools/check-gpu.sh $(if $(filter command line,$(origin O)),$(O))
 
 check-rdma: deps
 	@$(MAKE) --no-print-directory all

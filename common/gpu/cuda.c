@@ -55,6 +55,11 @@ static int map_err(cudaError_t e)
 	}
 }
 
+int rkv_cuda_map_err(int cuda_error)
+{
+	return map_err((cudaError_t)cuda_error);
+}
+
 static int use(int gpu)
 {
 	return map_err(cudaSetDevice(gpu));

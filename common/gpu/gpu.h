@@ -72,6 +72,9 @@ int rkv_cuda_probe(int gpu, char *why, size_t whylen);
 int rkv_cuda_device_count(void);
 /* The name of the last CUDA error of this thread ("cudaErrorXxx"). */
 const char *rkv_cuda_strerror(void);
+/* The -errno of a cudaError_t (as int), remembered for rkv_cuda_strerror;
+ * for kernels.cu. */
+int rkv_cuda_map_err(int cuda_error);
 
 /* cudaMalloc of len rounded up to RKV_CUDA_ALIGN, zeroed. */
 int rkv_cuda_malloc(int gpu, size_t len, void **out);

@@ -42,21 +42,10 @@ __global__ void xxh3_kernel(const uint8_t *base, const uint64_t *offs,
 	out[i] = rkv_xxh3_64(base + offs[i], lens[i], seed, ks, scratch);
 }
 
+/* -errno, and rkv_cuda_strerror() names e */
 static int err_of(cudaError_t e)
 {
-	switch (e) {
-	case cudaSuccess:
-		return 0;
-	case cudaErrorMemoryAllocation:
-		return -ENOMEM;
-	case cudaErrorInsufficientDriver:
-	case cudaErrorNoDevice:
-		return -ENODEV;
-	case cudaErrorInvalidDevice:
-		return -ENXIO;
-	default:
-		return -EIO;
-	}
+	return rkv_cuda_map_err((int)e);
 }
 
 extern "C" int rkv_cuda_atomic64(int gpu, uint64_t *p,
@@ -74,6 +63,9 @@ extern "C" int rkv_cuda_atomic64(int gpu, uint64_t *p,
 		e = cudaMallocAsync((void **)&res, sizeof(*res), s);
 	if (e != cudaSuccess)
 		return err_of(e);
+	/* cudaGetLastError below must see this launch, not an earlier
+	 * call's error on this thread */
+	(void)cudaGetLastError();
 	atomic64_kernel<<<1, 1, 0, s>>>((unsigned long long *)p, (int)op,
 					(unsigned long long)a,
 					(unsigned long long)b, res);
@@ -119,6 +111,7 @@ extern "C" int rkv_cuda_xxh3_batch(int gpu, const void *dev,
 		e = cudaMemcpyAsync(d_lens, lens, n * sizeof(*lens),
 				    cudaMemcpyHostToDevice, s);
 	if (e == cudaSuccess) {
+		(void)cudaGetLastError();
 		xxh3_kernel<<<(n + 127) / 128, 128, 0, s>>>(
 			(const uint8_t *)dev, d_offs, d_lens, n, seed, d_out);
 		e = cudaGetLastError();
@@ -180,6 +173,7 @@ extern "C" int rkv_cuda_f32_apply(int gpu, void *dst, const void *old,
 		blocks = 4096;
 	e = cudaSetDevice(gpu);
 	if (e == cudaSuccess) {
+		(void)cudaGetLastError();
 		f32_apply_kernel<<<(unsigned)blocks, 256, 0, s>>>(
 			(uint8_t *)dst, (const uint8_t *)old,
 			(const uint8_t *)src, n, (int)rule, lr);

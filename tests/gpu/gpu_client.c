@@ -296,11 +296,13 @@ static void t_torture(void)
 
 	ASSERT_TRUE(c != NULL);
 	rkv_delete(c, "tshared", 7);
-	fflush(stdout);
 	for (unsigned i = 0; i < PROCS; i++) {
-		pid[i] = fork();
-		if (pid[i] == 0)
-			_exit(torture_child(i));
+		char id[16];
+		const char *args[] = { id, g_srv.addr, NULL };
+
+		snprintf(id, sizeof(id), "%u", i);
+		pid[i] = gpu_spawn(args);
+		ASSERT_TRUE(pid[i] > 0);
 	}
 	for (unsigned i = 0; i < PROCS; i++) {
 		int st = 0;
@@ -381,14 +383,21 @@ int main(int argc, char **argv)
 {
 	const char *only = NULL;
 	int bench = 0;
+	char **child = gpu_child_of(argc, argv);
 
+	signal(SIGPIPE, SIG_IGN);
+	if (child) { /* t_torture's process: ID ADDR */
+		if (!child[0] || !child[1])
+			return 2;
+		snprintf(g_srv.addr, sizeof(g_srv.addr), "%s", child[1]);
+		return torture_child((unsigned)atoi(child[0]));
+	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
 			only = argv[++i];
 		else if (strcmp(argv[i], "--bench") == 0)
 			bench = 1;
 	}
-	signal(SIGPIPE, SIG_IGN);
 	gpu_test_require();
 	rkv_test_init(argc, argv, bench ? 600 : 300);
 	test_srv_setup(argv[0]);

@@ -144,11 +144,13 @@ static void t_torture(void)
 	uint64_t v = 0;
 	size_t len;
 
-	fflush(stdout);
 	for (unsigned i = 0; i < PROCS; i++) {
-		pid[i] = fork();
-		if (pid[i] == 0)
-			_exit(torture_child(i));
+		char id[16];
+		const char *args[] = { id, g_srv.addr, NULL };
+
+		snprintf(id, sizeof(id), "%u", i);
+		pid[i] = gpu_spawn(args);
+		ASSERT_TRUE(pid[i] > 0);
 	}
 	for (unsigned i = 0; i < PROCS; i++) {
 		int st = 0;
@@ -188,11 +190,18 @@ static void t_bad_device(void)
 int main(int argc, char **argv)
 {
 	const char *only = NULL;
+	char **child = gpu_child_of(argc, argv);
 
+	signal(SIGPIPE, SIG_IGN);
+	if (child) { /* t_torture's process: ID ADDR */
+		if (!child[0] || !child[1])
+			return 2;
+		snprintf(g_srv.addr, sizeof(g_srv.addr), "%s", child[1]);
+		return torture_child((unsigned)atoi(child[0]));
+	}
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
 			only = argv[++i];
-	signal(SIGPIPE, SIG_IGN);
 	gpu_test_require();
 	rkv_test_init(argc, argv, 300);
 	test_srv_setup(argv[0]);

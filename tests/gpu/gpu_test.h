@@ -10,6 +10,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "gpu/gpu.h"
 #include "rtime.h"
@@ -25,6 +27,49 @@ static inline void gpu_test_require(void)
 		fflush(stdout);
 		exit(77);
 	}
+}
+
+/*
+ * CUDA is not fork-safe: a child forked after its parent used CUDA fails
+ * every CUDA call (and may hang).  The tests start their helper processes
+ * with gpu_spawn(), which forks and execs this same binary as
+ * "ARGV0 --child ARG..."; main() calls gpu_child_of() first thing, before
+ * anything touches CUDA, and runs the child's part when it returns argv.
+ */
+static const char *g_gpu_argv0 = "gpu-test";
+
+/* NULL unless this process is a spawned child; then its ARGs (NULL-ended). */
+static inline char **gpu_child_of(int argc, char **argv)
+{
+	if (argc > 0)
+		g_gpu_argv0 = argv[0];
+	if (argc > 1 && strcmp(argv[1], "--child") == 0)
+		return argv + 2;
+	return NULL;
+}
+
+/* Fork and exec this binary with "--child" and args (NULL-ended, at most
+ * 8).  File descriptors without FD_CLOEXEC stay open in the child.
+ * Returns the child's PID, or -1. */
+static inline pid_t gpu_spawn(const char *const *args)
+{
+	char *argv[11];
+	unsigned n = 0;
+	pid_t pid;
+
+	argv[n++] = (char *)g_gpu_argv0;
+	argv[n++] = (char *)"--child";
+	while (*args && n < 10)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid == 0) {
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	return pid;
 }
 
 /* Post one signaled WR and wait (10 s) for its completion status. */

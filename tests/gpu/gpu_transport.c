@@ -149,22 +149,22 @@ static int target_start(const char *prov)
 {
 	int info[2];
 
-	if (pipe(info) || pipe(g_cmd) || pipe(g_ack))
-		return -1;
-	fflush(stdout);
-	g_child = fork();
-	if (g_child == 0) {
-		close(info[0]);
-		close(g_cmd[1]);
-		close(g_ack[0]);
-		/* non-blocking command pipe: the loop polls it */
-		{
-			int fl = fcntl(g_cmd[0], F_GETFL);
+	char fi[16], fc[16], fa[16];
+	const char *args[] = { prov, fi, fc, fa, NULL };
 
-			fcntl(g_cmd[0], F_SETFL, fl | O_NONBLOCK);
-		}
-		_exit(target_main(prov, info[1]));
-	}
+	/* the parent's ends are close-on-exec, the target's are inherited */
+	if (pipe2(info, O_CLOEXEC) || pipe2(g_cmd, O_CLOEXEC) ||
+	    pipe2(g_ack, O_CLOEXEC))
+		return -1;
+	if (fcntl(info[1], F_SETFD, 0) || fcntl(g_cmd[0], F_SETFD, 0) ||
+	    fcntl(g_ack[1], F_SETFD, 0))
+		return -1;
+	snprintf(fi, sizeof(fi), "%d", info[1]);
+	snprintf(fc, sizeof(fc), "%d", g_cmd[0]);
+	snprintf(fa, sizeof(fa), "%d", g_ack[1]);
+	g_child = gpu_spawn(args);
+	if (g_child < 0)
+		return -1;
 	close(info[1]);
 	close(g_cmd[0]);
 	close(g_ack[1]);
@@ -540,14 +540,28 @@ int main(int argc, char **argv)
 {
 	const char *only = NULL;
 	int bench = 0;
+	char **child = gpu_child_of(argc, argv);
 
+	signal(SIGPIPE, SIG_IGN);
+	if (child) { /* the target: PROVIDER INFO_FD CMD_FD ACK_FD */
+		int fl;
+
+		if (!child[0] || !child[1] || !child[2] || !child[3])
+			return 2;
+		g_cmd[0] = atoi(child[2]);
+		g_ack[1] = atoi(child[3]);
+		/* non-blocking command pipe: the loop polls it */
+		fl = fcntl(g_cmd[0], F_GETFL);
+		if (fl < 0 || fcntl(g_cmd[0], F_SETFL, fl | O_NONBLOCK))
+			return 2;
+		return target_main(child[0], atoi(child[1]));
+	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
 			only = argv[++i];
 		else if (strcmp(argv[i], "--bench") == 0)
 			bench = 1;
 	}
-	signal(SIGPIPE, SIG_IGN);
 	gpu_test_require();
 	rkv_test_init(argc, argv, bench ? 600 : 300);
 	for (int p = 0; p < 2; p++) {
