@@ -297,11 +297,7 @@ static void t_torture(void)
 	ASSERT_TRUE(c != NULL);
 	rkv_delete(c, "tshared", 7);
 	for (unsigned i = 0; i < PROCS; i++) {
-		char id[16];
-		const char *args[] = { id, g_srv.addr, NULL };
-
-		snprintf(id, sizeof(id), "%u", i);
-		pid[i] = gpu_spawn(args);
+		pid[i] = gpu_spawn_client(i, g_srv.addr);
 		ASSERT_TRUE(pid[i] > 0);
 	}
 	for (unsigned i = 0; i < PROCS; i++) {
@@ -386,11 +382,10 @@ int main(int argc, char **argv)
 	char **child = gpu_child_of(argc, argv);
 
 	signal(SIGPIPE, SIG_IGN);
-	if (child) { /* t_torture's process: ID ADDR */
-		if (!child[0] || !child[1])
-			return 2;
-		snprintf(g_srv.addr, sizeof(g_srv.addr), "%s", child[1]);
-		return torture_child((unsigned)atoi(child[0]));
+	if (child) { /* a t_torture process */
+		int id = gpu_client_args(child, g_srv.addr, sizeof(g_srv.addr));
+
+		return id < 0 ? 2 : torture_child((unsigned)id);
 	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)

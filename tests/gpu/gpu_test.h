@@ -72,6 +72,25 @@ static inline pid_t gpu_spawn(const char *const *args)
 	return pid;
 }
 
+/* The torture processes' "--child ID ADDR" (a server address). */
+static inline pid_t gpu_spawn_client(unsigned id, const char *addr)
+{
+	char ids[16];
+	const char *args[] = { ids, addr, NULL };
+
+	snprintf(ids, sizeof(ids), "%u", id);
+	return gpu_spawn(args);
+}
+
+/* In such a child: copies ADDR to addr, returns ID, or -1 when malformed. */
+static inline int gpu_client_args(char **child, char *addr, size_t len)
+{
+	if (!child[0] || !child[1] || strlen(child[1]) >= len)
+		return -1;
+	snprintf(addr, len, "%s", child[1]);
+	return atoi(child[0]);
+}
+
 /* Post one signaled WR and wait (10 s) for its completion status. */
 static inline int gpu_post_wait(struct rkv_ep *ep, struct rkv_cq *cq,
 				struct rkv_wr *wr)
