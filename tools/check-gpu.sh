@@ -4,6 +4,8 @@
 # minutes on one GPU (an H200: 16 cores).  Needs only the repository and a
 # CUDA toolkit (CUDA_HOME, default /usr/local/cuda); fetches nothing.
 #   tools/check-gpu.sh [BUILD_DIR]      (default build/gpu-check)
+# On a machine without rdma-core, OpenSSL, jemalloc or xxHash headers (and
+# no package mirror), carry .gpudeps from tools/gpu-deps.sh.
 # Steps: build; device check; GPU xxh3 == host xxh3; GPU regions on tcp
 # and shm (transport: reads, writes, atomics, refusals, torture); the KV
 # store with --data-memory gpu over tcp and shm (get, put, rmw,
@@ -28,8 +30,58 @@ if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "no CUDA toolkit at $CUDA_HOME (set CUDA_HOME)"
   echo "0 passed, 1 failed"; exit 1
 fi
+# The build's libraries: the system's, or else the Debian packages of
+# tools/gpu-deps.sh (carried in .gpudeps) unpacked into $O/sysroot, found
+# at run time through the binaries' rpath.  Warnings do not fail this
+# build (WERROR=): another distribution's compiler may know new ones.
+deps_probe() {
+  printf '%s\n' '#include <infiniband/verbs.h>' '#include <rdma/rdma_cma.h>' \
+    '#include <openssl/hmac.h>' '#include <xxhash.h>' \
+    'int main(void) { return 0; }' |
+    ${CC:-cc} -x c - -o /dev/null "$@" -lrdmacm -libverbs -lcrypto -ljemalloc 2>&1
+}
+mkflags=()
+# (RKV_GPU_SYSROOT=1: use .gpudeps even when the system has it all)
+if [ -n "${RKV_GPU_SYSROOT:-}" ] || ! why=$(deps_probe); then
+  case $O in /*) sys=$O/sysroot ;; *) sys=$PWD/$O/sysroot ;; esac
+  libdir=$sys/usr/lib/x86_64-linux-gnu
+  if ! ls .gpudeps/*.deb >/dev/null 2>&1; then
+    echo "missing build dependencies: $(echo "$why" | grep -m1 -iE 'error|cannot')"
+    echo "(run tools/gpu-deps.sh where Debian's archive is reachable, and carry .gpudeps)"
+    echo "0 passed, 1 failed"; exit 1
+  fi
+  mkdir -p "$sys"
+  for d in .gpudeps/*.deb; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$d" "$sys"
+    else
+      m=$(ar t "$d" | grep '^data\.tar')
+      case $m in
+        *.xz) unz="xz -dc" ;; *.zst) unz="zstd -dc" ;; *.gz) unz="gzip -dc" ;;
+        *) unz=cat ;;
+      esac
+      ar p "$d" "$m" | $unz | tar -x -C "$sys" -f -
+    fi
+  done
+  inc="-isystem $sys/usr/include -isystem $sys/usr/include/x86_64-linux-gnu"
+  # DT_RPATH (not RUNPATH) also serves the libraries' own needs (libnl)
+  lnk="-L$libdir -Wl,--disable-new-dtags"
+  for l in "$libdir" "$sys/lib/x86_64-linux-gnu"; do
+    lnk="$lnk -Wl,-rpath-link,$l -Wl,-rpath,$l"
+  done
+  export LD_LIBRARY_PATH=$libdir:$sys/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # shellcheck disable=SC2086
+  if ! why=$(deps_probe $inc $lnk); then
+    echo "build dependencies from .gpudeps do not work here:"
+    echo "$why" | head -5
+    echo "0 passed, 1 failed"; exit 1
+  fi
+  echo "build dependencies: .gpudeps unpacked into $sys"
+  mkflags=(CFLAGS="-O2 -g $inc" LDFLAGS="$lnk")
+fi
 log=$(mktemp)
 if ! timeout 900 make --no-print-directory O="$O" WITH_CUDA=1 CUDA_HOME="$CUDA_HOME" \
+     WERROR= "${mkflags[@]}" \
      -j"$JOBS" "$O/bin/rkv-server" "$O/tests/test_mem" "$O/tests/gpu_transport" \
      "$O/tests/gpu_kv" "$O/tests/gpu_xxh3" "$O/tests/gpu_client" \
      "$O/tests/gpu_client_nodev" >"$log" 2>&1; then
