@@ -294,6 +294,8 @@ struct rkv_client {
 	struct rkv_client_stats st;
 	uint64_t last_ctrl_ms;
 	uint64_t last_poll_ms;    /* rkv_coarse_ms of the last CQ poll */
+	uint64_t idle_t0;         /* rkv_wait: idle since (ns), 0 when busy */
+	uint64_t wait_avg_ns;     /* moving average of idle periods */
 	char addrbuf[300];
 	unsigned char *secret;   /* opts' secret, copied; NULL: none */
 	size_t secret_len;
@@ -315,6 +317,11 @@ int srv_ctrl_send(struct server *s, struct rkv_msg *m, struct rkv_msg *reply,
 		  int *done_flag);
 void srv_fail(struct server *s, int err);
 int client_progress(struct rkv_client *c);
+/* Between progress calls of a blocking call (progressed: the last call's
+ * count): rkv_wait, or a short sleep where the provider cannot block. */
+void client_idle(struct rkv_client *c, int progressed);
+/* Progress was made: ends an idle period (rkv_wait's spin estimate). */
+void client_progressed(struct rkv_client *c);
 void srv_flush(struct server *s);
 void srv_queue_wrs(struct server *s, struct rkv_wr *first, unsigned n);
 int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,

@@ -72,8 +72,6 @@
 
 #define PS_KEY_MAX (3 + RKV_PS_NAME_MAX + 1 + 20 + 1)
 #define PS_POLL_MAX 32
-#define PS_SPIN_NS 50000ull
-#define PS_IDLE_SLEEP_NS 20000L
 #define APPLY_CHUNK 256
 #define PS_MR_CACHE 8
 
@@ -566,26 +564,6 @@ static int progress(struct rkv_ps *ps)
 	return got;
 }
 
-static void idle_backoff(int progressed, uint64_t *idle_since)
-{
-	uint64_t now;
-
-	if (progressed) {
-		*idle_since = 0;
-		return;
-	}
-	now = rkv_now_ns();
-	if (!*idle_since) {
-		*idle_since = now;
-		return;
-	}
-	if (now - *idle_since > PS_SPIN_NS) {
-		struct timespec ts = { 0, PS_IDLE_SLEEP_NS };
-
-		nanosleep(&ts, NULL);
-	}
-}
-
 static int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
 		   struct rkv_ps_req **out)
 {
@@ -610,14 +588,12 @@ static int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
 
 static int req_run(struct rkv_ps_req *r)
 {
-	uint64_t idle = 0;
-
 	while (!r->finished) {
 		int rc = progress(r->ps);
 
 		if (rc < 0)
 			return rc;
-		idle_backoff(rc, &idle);
+		client_idle(r->ps->c, rc);
 	}
 	return r->err;
 }
@@ -660,7 +636,7 @@ int rkv_ps_create(struct rkv_client *c, struct rkv_ps **out)
 
 void rkv_ps_destroy(struct rkv_ps *ps)
 {
-	uint64_t idle = 0, end;
+	uint64_t end;
 
 	if (!ps)
 		return;
@@ -671,7 +647,7 @@ void rkv_ps_destroy(struct rkv_ps *ps)
 
 		if (rc < 0)
 			break;
-		idle_backoff(rc, &idle);
+		client_idle(ps->c, rc);
 	}
 	for (unsigned i = 0; i < PS_MR_CACHE; i++)
 		if (ps->mrc[i].mr)

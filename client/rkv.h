@@ -226,6 +226,15 @@ int rkv_submit(struct rkv_client *c, struct rkv_op *op);
  * Never blocks.  Thread safety: one thread at a time per client.
  */
 int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max);
+/*
+ * Block until rkv_poll may have something to return or progress to make,
+ * at most timeout_us: a thread with ops in flight calls it instead of
+ * spinning on rkv_poll, so on few cores it leaves the CPU to the peers
+ * that must answer (a tcp or shm server's thread).  Returns 0 (poll now;
+ * it may return early), -EOPNOTSUPP where the provider cannot block
+ * (verbs: keep polling), or -errno.  Thread safety: as rkv_poll.
+ */
+int rkv_wait(struct rkv_client *c, unsigned timeout_us);
 /* Ops submitted and not yet returned by rkv_poll.  Thread safety: as
  * rkv_poll. */
 unsigned rkv_inflight(const struct rkv_client *c);

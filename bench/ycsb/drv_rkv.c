@@ -13,23 +13,21 @@
 #include <string.h>
 #include <time.h>
 
-#include "rtime.h"
 #include "ycsb.h"
 
 struct ycsb_drv {
 	struct rkv_client *c;
 	char *servers;            /* owned copy with schemes added */
-	uint64_t idle_since;      /* first empty poll in a row, ns; 0: busy */
 };
 
 /*
- * rkv_poll never blocks.  Like librkv's synchronous calls, the driver
- * spins for IDLE_SPIN_NS without a completion and then sleeps briefly
- * between polls, so that client threads on a machine with fewer cores than
- * busy threads leave CPU to the servers' transport threads (Redis and
- * memcached clients block in the kernel instead).
+ * rkv_poll never blocks.  When it finds nothing the driver calls rkv_wait,
+ * which spins or blocks (librkv adapts which), so that client threads on a
+ * machine with fewer cores than busy threads leave CPU to the servers'
+ * transport threads (Redis and memcached clients block in the kernel too);
+ * where the provider cannot block (verbs) it sleeps briefly.
  */
-#define IDLE_SPIN_NS 50000ull
+#define IDLE_WAIT_US 1000u
 #define IDLE_SLEEP_NS 20000L
 
 static const char *rkv_unsupported(enum ycsb_op_type t)
@@ -191,18 +189,10 @@ static int rkv_poll_ops(struct ycsb_drv *d, struct ycsb_op **done, int max)
 	struct rkv_op *r[64];
 	int n = rkv_poll(d->c, r, max < 64 ? max : 64);
 
-	if (n == 0) {
-		uint64_t now = rkv_now_ns();
+	if (n == 0 && rkv_wait(d->c, IDLE_WAIT_US) == -EOPNOTSUPP) {
+		struct timespec ts = { 0, IDLE_SLEEP_NS };
 
-		if (!d->idle_since) {
-			d->idle_since = now;
-		} else if (now - d->idle_since > IDLE_SPIN_NS) {
-			struct timespec ts = { 0, IDLE_SLEEP_NS };
-
-			nanosleep(&ts, NULL);
-		}
-	} else {
-		d->idle_since = 0;
+		nanosleep(&ts, NULL);
 	}
 	for (int i = 0; i < n; i++) {
 		struct ycsb_op *op = r[i]->user;

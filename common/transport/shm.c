@@ -1229,6 +1229,7 @@ const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.cq_create = sw_cq_create,
 	.cq_destroy = sw_cq_destroy,
 	.cq_poll = sw_cq_poll,
+	.cq_wait = sw_cq_wait,
 	.listen = shm_listen,
 	.listener_destroy = sw_listener_destroy,
 	.accept = sw_accept,

@@ -190,11 +190,16 @@ struct sw_cq {
 	unsigned nsnap, snap_cap;
 	uint64_t snap_gen;
 	unsigned npoll;             /* poller counter */
+	/* rkv_cq_wait: producers write wake_fd while waiting is set */
+	int wake_fd;                /* eventfd */
+	int waiting;                /* atomic */
+	uint64_t published;         /* atomic: completions published */
 };
 
 int sw_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
 void sw_cq_destroy(struct rkv_cq *cq);
 int sw_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+int sw_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
 /*
  * Queue a completion; any thread.  Returns its ticket: the completion has
  * (about) been polled once cq->consumed exceeds it, which is when shm frees
@@ -460,6 +465,12 @@ void sw_ep_rx_locked(struct sw_ep *ep);
 void sw_ep_settle_locked(struct sw_ep *ep);
 /* Poll-time progress of an active endpoint. */
 void sw_ep_progress(struct sw_ep *ep, unsigned npoll);
+/*
+ * What rkv_cq_wait waits on for an active endpoint: false when progress
+ * has work now (buffered input, a failure to report, a drain); else true
+ * with *fd (-1: nothing to wait for) and *events (POLLIN, POLLOUT).
+ */
+bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events);
 /* Transport-thread work on a passive endpoint. */
 void sw_ep_event(struct sw_ep *ep, unsigned events);
 void sw_ep_tick(struct sw_ep *ep, uint64_t now);

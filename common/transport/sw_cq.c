@@ -18,12 +18,23 @@
  * The list of active endpoints changes under eps_lock; the poller works on
  * a private copy refreshed when eps_gen moves, so a steady-state poll takes
  * no lock.
+ *
+ * rkv_cq_wait blocks the poller in ppoll on the active endpoints' sockets
+ * and the CQ's eventfd.  Completions from other threads ring the eventfd
+ * only while the poller waits: the waiter sets `waiting` and then reads
+ * `published`; a producer publishes its cell, bumps `published` and then
+ * reads `waiting`.  All four are sequentially consistent, so one of the
+ * two sees the other (Dekker) and no completion sleeps until the timeout.
  */
 #include "sw.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../alloc.h"
 #include "../log.h"
@@ -58,6 +69,16 @@ int sw_cq_create(struct rkv_tp *btp, unsigned depth, struct rkv_cq **out)
 		goto free_cells;
 	if (pthread_mutex_init(&cq->eps_lock, NULL))
 		goto destroy_ovf;
+	cq->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->wake_fd < 0) {
+		int e = -errno;
+
+		pthread_mutex_destroy(&cq->eps_lock);
+		pthread_mutex_destroy(&cq->ovf_lock);
+		rkv_free(cq->cells);
+		rkv_free(cq);
+		return e;
+	}
 	*out = &cq->base;
 	return 0;
 
@@ -74,6 +95,7 @@ void sw_cq_destroy(struct rkv_cq *bcq)
 {
 	struct sw_cq *cq = container_of(bcq, struct sw_cq, base);
 
+	close(cq->wake_fd);
 	pthread_mutex_destroy(&cq->eps_lock);
 	pthread_mutex_destroy(&cq->ovf_lock);
 	rkv_free(cq->snap);
@@ -113,11 +135,8 @@ static void ovf_push(struct sw_cq *cq, const struct rkv_wc *wc)
 	pthread_mutex_unlock(&cq->ovf_lock);
 }
 
-uint64_t sw_cq_push(struct sw_cq *cq, const struct rkv_wc *wc)
+static void enqueue(struct sw_cq *cq, const struct rkv_wc *wc)
 {
-	uint64_t ticket = __atomic_fetch_add(&cq->produced, 1,
-					     __ATOMIC_RELAXED);
-
 	if (!__atomic_load_n(&cq->ovf_flag, __ATOMIC_ACQUIRE)) {
 		uint64_t pos = __atomic_load_n(&cq->tail, __ATOMIC_RELAXED);
 
@@ -134,7 +153,7 @@ uint64_t sw_cq_push(struct sw_cq *cq, const struct rkv_wc *wc)
 					/* Publishes wc to the consumer. */
 					__atomic_store_n(&c->seq, pos + 1,
 							 __ATOMIC_RELEASE);
-					return ticket;
+					return;
 				}
 			} else if (dif < 0) {
 				break; /* full */
@@ -145,6 +164,23 @@ uint64_t sw_cq_push(struct sw_cq *cq, const struct rkv_wc *wc)
 		}
 	}
 	ovf_push(cq, wc);
+}
+
+uint64_t sw_cq_push(struct sw_cq *cq, const struct rkv_wc *wc)
+{
+	uint64_t ticket = __atomic_fetch_add(&cq->produced, 1,
+					     __ATOMIC_RELAXED);
+
+	enqueue(cq, wc);
+	/* published; now look for a waiter (pairs with sw_cq_wait) */
+	__atomic_fetch_add(&cq->published, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&cq->waiting, __ATOMIC_SEQ_CST)) {
+		uint64_t one = 1;
+
+		if (write(cq->wake_fd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is full, the waiter wakes */
+		}
+	}
 	return ticket;
 }
 
@@ -213,6 +249,58 @@ int sw_cq_poll(struct rkv_cq *bcq, struct rkv_wc *wc, int max)
 	for (unsigned i = 0; i < cq->nsnap; i++)
 		sw_ep_progress(cq->snap[i], npoll);
 	return drain(cq, wc, max);
+}
+
+static bool has_wc(struct sw_cq *cq)
+{
+	const struct sw_cell *c = &cq->cells[cq->head & cq->mask];
+
+	return __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) == cq->head + 1 ||
+	       __atomic_load_n(&cq->ovf_flag, __ATOMIC_ACQUIRE);
+}
+
+#define WAIT_MAX_EPS 64
+
+int sw_cq_wait(struct rkv_cq *bcq, unsigned timeout_us)
+{
+	struct sw_cq *cq = container_of(bcq, struct sw_cq, base);
+	uint64_t gen = __atomic_load_n(&cq->eps_gen, __ATOMIC_ACQUIRE);
+	struct pollfd pfd[WAIT_MAX_EPS + 1];
+	struct timespec ts = { (time_t)(timeout_us / 1000000u),
+			       (long)(timeout_us % 1000000u) * 1000 };
+	unsigned n = 1;
+	uint64_t pub;
+	int rc = 0;
+
+	if (gen != cq->snap_gen)
+		refresh_snap(cq, gen);
+	if (cq->nsnap > WAIT_MAX_EPS)
+		return 0; /* too many to wait on: the caller polls */
+	for (unsigned i = 0; i < cq->nsnap; i++) {
+		if (!sw_ep_wait_on(cq->snap[i], &pfd[n].fd, &pfd[n].events))
+			return 0;
+		pfd[n].revents = 0;
+		n++;
+	}
+	pfd[0].fd = cq->wake_fd;
+	pfd[0].events = POLLIN;
+	pfd[0].revents = 0;
+	__atomic_store_n(&cq->waiting, 1, __ATOMIC_SEQ_CST);
+	pub = __atomic_load_n(&cq->published, __ATOMIC_SEQ_CST);
+	/* consumed only moves in this thread; a completion consumed before
+	 * its producer bumped published makes the difference negative */
+	if ((int64_t)(pub - cq->consumed) <= 0 && !has_wc(cq) &&
+	    ppoll(pfd, n, &ts, NULL) < 0 && errno != EINTR)
+		rc = -errno;
+	__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+	if (pfd[0].revents & POLLIN) {
+		uint64_t v;
+
+		if (read(cq->wake_fd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: another read took it; nothing to do */
+		}
+	}
+	return rc;
 }
 
 int sw_cq_add_ep(struct sw_cq *cq, struct sw_ep *ep)

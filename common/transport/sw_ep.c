@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -1590,6 +1591,27 @@ void sw_ep_progress(struct sw_ep *ep, unsigned npoll)
 	}
 	sw_ep_settle_locked(ep);
 	pthread_mutex_unlock(&ep->lock);
+}
+
+bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events)
+{
+	bool wait = true;
+
+	*fd = -1;
+	*events = 0;
+	pthread_mutex_lock(&ep->lock);
+	if (ep->closed || ep->base.state == RKV_EP_ERROR) {
+		/* only a failure still to report or a drain to finish */
+		wait = !ep->draining && ep->sq_head == ep->sq_tail;
+	} else if (ep->err_pending || ep->draining || ep->io_err ||
+		   (ep->rx_len && ep->tx_len < SW_TX_HIGH)) {
+		wait = false;
+	} else {
+		*fd = ep->fd;
+		*events = POLLIN | (ep->tx_len ? POLLOUT : 0);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return wait;
 }
 
 void sw_ep_event(struct sw_ep *ep, unsigned events)

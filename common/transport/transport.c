@@ -411,6 +411,15 @@ int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max)
 	return cq->tp->ops->cq_poll(cq, wc, max);
 }
 
+int rkv_cq_wait(struct rkv_cq *cq, unsigned timeout_us)
+{
+	if (!cq)
+		return -EINVAL;
+	if (!cq->tp->ops->cq_wait)
+		return -EOPNOTSUPP;
+	return cq->tp->ops->cq_wait(cq, timeout_us);
+}
+
 static int check_scheme(const struct rkv_tp *tp, const char *s,
 			struct rkv_tp_addr *a)
 {

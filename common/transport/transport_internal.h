@@ -42,6 +42,8 @@ struct rkv_tp_ops {
 			 struct rkv_cq **out);
 	void (*cq_destroy)(struct rkv_cq *cq);
 	int (*cq_poll)(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+	/* NULL: rkv_cq_wait returns -EOPNOTSUPP. */
+	int (*cq_wait)(struct rkv_cq *cq, unsigned timeout_us);
 	int (*listen)(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		      struct rkv_listener **out);
 	void (*listener_destroy)(struct rkv_listener *l);

@@ -9,8 +9,10 @@
 #include "conf.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rtime.h"
 
@@ -556,6 +558,96 @@ static void t_send_rnr_timeout(void)
 	conf_fix_destroy(&f);
 }
 
+struct late_send {
+	struct conf_fix *f;
+	int rc;
+};
+
+/* 50 ms after it starts, the client SENDs 8 bytes. */
+static void *late_send_main(void *arg)
+{
+	struct late_send *ls = arg;
+	static const uint32_t len = 8;
+
+	usleep(50 * 1000);
+	ls->rc = post_sends(ls->f->c.ep, ls->f->c.loc, ls->f->c.loc_mr->lkey,
+			    &len, 1, 200);
+	return NULL;
+}
+
+/* Wait on cq (each wait up to the bound) until a completion comes. */
+static int wait_one(struct rkv_cq *cq, struct rkv_wc *wc, uint64_t *ms)
+{
+	uint64_t t0 = rkv_now_ms();
+	int n = 0, rc = 0;
+
+	while (n == 0 && rc == 0 && rkv_now_ms() - t0 < conf_bound_ms()) {
+		rc = rkv_cq_wait(cq, conf_bound_ms() * 1000u);
+		n = rkv_cq_poll(cq, wc, 1);
+	}
+	*ms = rkv_now_ms() - t0;
+	return rc ? rc : n;
+}
+
+/*
+ * rkv_cq_wait: with nothing outstanding it sleeps about its timeout; it
+ * wakes for a completion the poller's own endpoint will produce (a READ's
+ * answer arriving) and for one the transport thread queues (a RECV on an
+ * accepted endpoint, sent while the server already waits) - each long
+ * before its 10 s timeout.  verbs cannot block: -EOPNOTSUPP.
+ */
+static void t_cq_wait(void)
+{
+	struct conf_fix f;
+	struct rkv_wr w;
+	struct rkv_wc wc;
+	struct late_send ls;
+	pthread_t th;
+	uint64_t t0, ms;
+
+	CONF_FIX(&f, NULL);
+	if (g_conf_provider == RKV_TP_VERBS) {
+		EXPECT_EQ(rkv_cq_wait(f.c.cq, 1000), -EOPNOTSUPP);
+		conf_fix_destroy(&f);
+		return;
+	}
+	EXPECT_EQ(rkv_cq_wait(NULL, 1000), -EINVAL);
+	t0 = rkv_now_ns();
+	EXPECT_EQ(rkv_cq_wait(f.c.cq, 30 * 1000), 0);
+	EXPECT_TRUE(rkv_now_ns() - t0 >= 20 * 1000000ull);
+	/* the client's READ */
+	conf_fill(f.s.reg, 4096, 5);
+	conf_wr(&w, RKV_WR_READ, 7, RKV_WR_SIGNALED, f.c.loc, 4096,
+		f.c.loc_mr->lkey, conf_raddr(&f.s, 0), f.s.mr->rkey);
+	ASSERT_EQ(rkv_post(f.c.ep, &w, NULL), 0);
+	EXPECT_EQ(wait_one(f.c.cq, &wc, &ms), 1);
+	printf("#   READ completion after %llu ms of waiting\n",
+	       (unsigned long long)ms);
+	EXPECT_TRUE(ms < conf_bound_ms() / 2);
+	EXPECT_EQ_U64(wc.wr_id, 7);
+	EXPECT_EQ(wc.status, RKV_WC_SUCCESS);
+	EXPECT_TRUE(conf_diff(f.c.loc, f.s.reg, 4096) < 0);
+	/* the server's RECV, queued by its transport thread */
+	ASSERT_EQ(post_recvs(f.s.ep, f.s.loc, f.s.loc_mr->lkey, 1, 256, 100),
+		  0);
+	ls.f = &f;
+	ls.rc = -1;
+	ASSERT_EQ(pthread_create(&th, NULL, late_send_main, &ls), 0);
+	EXPECT_EQ(wait_one(f.s.cq, &wc, &ms), 1);
+	pthread_join(th, NULL);
+	EXPECT_EQ(ls.rc, 0);
+	printf("#   RECV completion after %llu ms of waiting (sent at 50)\n",
+	       (unsigned long long)ms);
+	EXPECT_TRUE(ms < conf_bound_ms() / 2);
+	EXPECT_EQ_U64(wc.wr_id, 100);
+	EXPECT_EQ(wc.opcode, RKV_WR_RECV);
+	EXPECT_EQ(wc.byte_len, 8);
+	/* and the client's SEND completes */
+	EXPECT_EQ(wait_one(f.c.cq, &wc, &ms), 1);
+	EXPECT_EQ_U64(wc.wr_id, 200);
+	conf_fix_destroy(&f);
+}
+
 void conf_tests_ops(void)
 {
 	CONF_TEST(t_read_sizes);
@@ -572,4 +664,5 @@ void conf_tests_ops(void)
 	CONF_TEST(t_recv_too_small);
 	CONF_TEST(t_send_rnr_wait);
 	CONF_TEST(t_send_rnr_timeout);
+	CONF_TEST(t_cq_wait);
 }

@@ -372,7 +372,8 @@ static void t_pipelined(void)
 		got += n;
 	}
 	EXPECT_EQ(rkv_inflight(c), 0);
-	/* gets, pipelined */
+	/* gets, pipelined; waiting in rkv_wait between polls */
+	EXPECT_EQ(rkv_wait(NULL, 1000), -EINVAL);
 	for (int i = 0; i < 8; i++) {
 		ops[i] = (struct rkv_op){ .type = RKV_OP_GET, .key = keys[i],
 					  .key_len = strlen(keys[i]),
@@ -383,6 +384,12 @@ static void t_pipelined(void)
 		int n = rkv_poll(c, done, 8);
 
 		ASSERT_TRUE(n >= 0);
+		if (n == 0) {
+			int rc = rkv_wait(c, 1000);
+
+			/* verbs cannot block: the caller spins or sleeps */
+			EXPECT_TRUE(rc == 0 || (g_verbs && rc == -EOPNOTSUPP));
+		}
 		for (int i = 0; i < n; i++) {
 			EXPECT_EQ(done[i]->status, 0);
 			EXPECT_EQ(done[i]->out_len, done[i]->key_len);
