@@ -155,10 +155,10 @@ static void unlink_done(struct rkv_client *c, struct opslot *o)
  * RKV_SPIN_LONG_NS, since a wake-up costs more than the rest of the wait;
  * when they were long (typically more busy threads than cores, where the
  * spinning thread keeps the peer that must answer off the CPU) it blocks
- * after RKV_SPIN_SHORT_NS.  Measured on 2 cores, tcp, synchronous gets:
- * 1 thread 60k/s spinning vs 25-40k/s blocking early; 2 and 4 threads
- * 21k and 19k/s spinning vs 35-45k/s blocking early (docs/DESIGN.md §4).
- * Where the provider cannot block (verbs), callers sleep briefly instead.
+ * after RKV_SPIN_SHORT_NS.  On 2 cores, tcp, synchronous gets: 1 thread
+ * is faster spinning, 2 and 4 threads about twice as fast blocking early
+ * (figures in docs/DESIGN.md §2).  Where the provider cannot block
+ * (verbs), callers sleep briefly instead.
  */
 #define RKV_SPIN_LONG_NS 50000ull
 #define RKV_SPIN_SHORT_NS 2000ull
