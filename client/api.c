@@ -157,8 +157,8 @@ static void unlink_done(struct rkv_client *c, struct opslot *o)
  * spinning thread keeps the peer that must answer off the CPU) it blocks
  * after RKV_SPIN_SHORT_NS.  On 2 cores, tcp, synchronous gets: 1 thread
  * is faster spinning, 2 and 4 threads about twice as fast blocking early
- * (figures in docs/DESIGN.md §2).  Where the provider cannot block
- * (verbs), callers sleep briefly instead.
+ * (figures in docs/DESIGN.md §2).  Should a wait fail, callers sleep
+ * briefly instead, so that they never spin hot.
  */
 #define RKV_SPIN_LONG_NS 50000ull
 #define RKV_SPIN_SHORT_NS 2000ull
@@ -213,7 +213,7 @@ void client_idle(struct rkv_client *c, int progressed)
 {
 	if (progressed) {
 		client_progressed(c);
-	} else if (rkv_wait(c, RKV_IDLE_WAIT_US) == -EOPNOTSUPP) {
+	} else if (rkv_wait(c, RKV_IDLE_WAIT_US) < 0) {
 		struct timespec ts = { 0, RKV_IDLE_SLEEP_NS };
 
 		nanosleep(&ts, NULL);

@@ -231,8 +231,7 @@ int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max);
  * at most timeout_us: a thread with ops in flight calls it instead of
  * spinning on rkv_poll, so on few cores it leaves the CPU to the peers
  * that must answer (a tcp or shm server's thread).  Returns 0 (poll now;
- * it may return early), -EOPNOTSUPP where the provider cannot block
- * (verbs: keep polling), or -errno.  Thread safety: as rkv_poll.
+ * it may return early), or -errno.  Thread safety: as rkv_poll.
  */
 int rkv_wait(struct rkv_client *c, unsigned timeout_us);
 /* Ops submitted and not yet returned by rkv_poll.  Thread safety: as

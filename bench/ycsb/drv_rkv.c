@@ -25,7 +25,7 @@ struct ycsb_drv {
  * which spins or blocks (librkv adapts which), so that client threads on a
  * machine with fewer cores than busy threads leave CPU to the servers'
  * transport threads (Redis and memcached clients block in the kernel too);
- * where the provider cannot block (verbs) it sleeps briefly.
+ * should a wait fail, it sleeps briefly.
  */
 #define IDLE_WAIT_US 1000u
 #define IDLE_SLEEP_NS 20000L
@@ -189,7 +189,7 @@ static int rkv_poll_ops(struct ycsb_drv *d, struct ycsb_op **done, int max)
 	struct rkv_op *r[64];
 	int n = rkv_poll(d->c, r, max < 64 ? max : 64);
 
-	if (n == 0 && rkv_wait(d->c, IDLE_WAIT_US) == -EOPNOTSUPP) {
+	if (n == 0 && rkv_wait(d->c, IDLE_WAIT_US) < 0) {
 		struct timespec ts = { 0, IDLE_SLEEP_NS };
 
 		nanosleep(&ts, NULL);

@@ -274,10 +274,10 @@ int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
  * Block until rkv_cq_poll may find a completion or have progress to make,
  * or timeout_us passes; the thread that polls cq calls it instead of
  * spinning.  Returns 0 (poll again: it may return early), or -EOPNOTSUPP
- * where the provider cannot block (verbs: keep polling), or -errno.  The
- * software providers wait in ppoll on the sockets of the CQ's active
- * endpoints and on an eventfd that completions queued by the transport
- * thread (accepted endpoints) ring while someone waits.
+ * where a provider cannot block, or -errno.  The software providers wait
+ * in ppoll on the sockets of the CQ's active endpoints and on an eventfd
+ * that completions queued by the transport thread (accepted endpoints)
+ * ring while someone waits; verbs arms the CQ's completion channel.
  */
 int rkv_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
 

@@ -29,9 +29,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../alloc.h"
@@ -699,12 +701,18 @@ static void verbs_cq_destroy(struct rkv_cq *base)
 		rkv_log(RKV_LOG_WARN, VERBS_COMP,
 			"CQ destroyed while %u endpoints use it", cq->nep);
 	if (cq->cq) {
-		int rc = ibv_destroy_cq(cq->cq);
+		int rc;
 
+		/* ibv_destroy_cq waits until every event is acknowledged */
+		if (cq->unacked)
+			ibv_ack_cq_events(cq->cq, cq->unacked);
+		rc = ibv_destroy_cq(cq->cq);
 		if (rc)
 			rkv_log(RKV_LOG_WARN, VERBS_COMP, "ibv_destroy_cq: %s",
 				strerror(rc));
 	}
+	if (cq->comp)
+		ibv_destroy_comp_channel(cq->comp);
 	if (cq->ch)
 		rdma_destroy_event_channel(cq->ch);
 	pthread_mutex_destroy(&cq->lock);
@@ -729,7 +737,20 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 		return -ENOMEM;
 	pthread_mutex_init(&cq->lock, NULL);
 	errno = 0;
-	cq->cq = ibv_create_cq(vt->ctx, (int)depth, NULL, NULL, 0);
+	cq->comp = ibv_create_comp_channel(vt->ctx);
+	if (!cq->comp) {
+		rc = rkv_verbs_neg_errno(ENOMEM);
+		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
+			"ibv_create_comp_channel: %s", strerror(-rc));
+		goto fail;
+	}
+	fl = fcntl(cq->comp->fd, F_GETFL);
+	if (fl < 0 || fcntl(cq->comp->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		rc = rkv_verbs_neg_errno(EINVAL);
+		goto fail;
+	}
+	errno = 0;
+	cq->cq = ibv_create_cq(vt->ctx, (int)depth, NULL, cq->comp, 0);
 	if (!cq->cq) {
 		rc = rkv_verbs_neg_errno(ENOMEM);
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "ibv_create_cq(%u): %s",
@@ -844,6 +865,22 @@ static int wc_convert(struct verbs_tp *vt, struct verbs_ep *ep,
 	return 0;
 }
 
+/* Convert n ibv completions into wc[*got...]. */
+static void convert_batch(struct verbs_cq *cq, struct verbs_tp *vt,
+			  const struct ibv_wc *iwc, int n, struct rkv_wc *wc,
+			  int *got)
+{
+	pthread_mutex_lock(&cq->lock);
+	for (int i = 0; i < n; i++) {
+		struct verbs_ep *ep = cq_find_locked(cq, iwc[i].qp_num);
+
+		/* no endpoint: destroyed, its completions dropped */
+		if (ep && wc_convert(vt, ep, &iwc[i], &wc[*got]) == 0)
+			(*got)++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+}
+
 static int verbs_cq_poll(struct rkv_cq *base, struct rkv_wc *wc, int max)
 {
 	struct verbs_cq *cq = container_of(base, struct verbs_cq, base);
@@ -851,6 +888,16 @@ static int verbs_cq_poll(struct rkv_cq *base, struct rkv_wc *wc, int max)
 	struct ibv_wc iwc[POLL_BATCH];
 	int got = 0;
 
+	if (cq->nstash) { /* polled by verbs_cq_wait: they come first */
+		int n = (int)cq->nstash < max ? (int)cq->nstash : max;
+
+		convert_batch(cq, vt, cq->stash + cq->stash_off, n, wc, &got);
+		cq->stash_off += (unsigned)n;
+		cq->nstash -= (unsigned)n;
+		if (cq->nstash)
+			return got;
+		cq->stash_off = 0;
+	}
 	while (got < max) {
 		int want = max - got < POLL_BATCH ? max - got : POLL_BATCH;
 		int n = ibv_poll_cq(cq->cq, want, iwc);
@@ -862,15 +909,7 @@ static int verbs_cq_poll(struct rkv_cq *base, struct rkv_wc *wc, int max)
 		}
 		if (n == 0)
 			break;
-		pthread_mutex_lock(&cq->lock);
-		for (int i = 0; i < n; i++) {
-			struct verbs_ep *ep = cq_find_locked(cq, iwc[i].qp_num);
-
-			/* no endpoint: destroyed, its completions dropped */
-			if (ep && wc_convert(vt, ep, &iwc[i], &wc[got]) == 0)
-				got++;
-		}
-		pthread_mutex_unlock(&cq->lock);
+		convert_batch(cq, vt, iwc, n, wc, &got);
 		if (n < want)
 			break;
 	}
@@ -879,6 +918,55 @@ static int verbs_cq_poll(struct rkv_cq *base, struct rkv_wc *wc, int max)
 		rkv_verbs_cq_cm_events(cq);
 	}
 	return got;
+}
+
+/*
+ * Block on the CQ's completion channel.  Arm it, then poll once: a
+ * completion that came before the arming raises no event, so one found
+ * here is kept for cq_poll instead.  The cm channel (disconnects) is
+ * waited on too.  Events are acknowledged in batches.
+ */
+static int verbs_cq_wait(struct rkv_cq *base, unsigned timeout_us)
+{
+	struct verbs_cq *cq = container_of(base, struct verbs_cq, base);
+	struct timespec ts = { (time_t)(timeout_us / 1000000u),
+			       (long)(timeout_us % 1000000u) * 1000 };
+	struct pollfd pfd[2];
+	int rc, n;
+
+	if (cq->nstash)
+		return 0;
+	rc = ibv_req_notify_cq(cq->cq, 0);
+	if (rc)
+		return -(rc > 0 ? rc : EIO);
+	n = ibv_poll_cq(cq->cq, VERBS_CQ_STASH, cq->stash);
+	if (n < 0)
+		return -EIO;
+	if (n > 0) {
+		cq->nstash = (unsigned)n;
+		cq->stash_off = 0;
+		return 0;
+	}
+	pfd[0].fd = cq->comp->fd;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = cq->ch->fd;
+	pfd[1].events = POLLIN;
+	pfd[0].revents = pfd[1].revents = 0;
+	if (ppoll(pfd, 2, &ts, NULL) < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (pfd[0].revents & POLLIN) {
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+
+		if (ibv_get_cq_event(cq->comp, &ev_cq, &ev_ctx) == 0 &&
+		    ++cq->unacked >= 64) {
+			ibv_ack_cq_events(cq->cq, cq->unacked);
+			cq->unacked = 0;
+		}
+	}
+	if (pfd[1].revents & POLLIN)
+		rkv_verbs_cq_cm_events(cq);
+	return 0;
 }
 
 /* --------------------------------------------------------- queue pairs */
@@ -1304,6 +1392,7 @@ const struct rkv_tp_ops rkv_tp_verbs_ops = {
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,
 	.cq_poll = verbs_cq_poll,
+	.cq_wait = verbs_cq_wait,
 	.listen = rkv_verbs_listen,
 	.listener_destroy = rkv_verbs_listener_destroy,
 	.accept = rkv_verbs_accept,

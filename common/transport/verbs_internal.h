@@ -79,6 +79,8 @@ struct verbs_tp {
 
 struct verbs_ep;
 
+#define VERBS_CQ_STASH 32
+
 struct verbs_cq {
 	struct rkv_cq base;
 	struct ibv_cq *cq;
@@ -87,6 +89,12 @@ struct verbs_cq {
 	struct verbs_ep *tab[VERBS_EP_BUCKETS];
 	unsigned nep;
 	unsigned idle_polls;           /* empty polls since the last cm check */
+	/* rkv_cq_wait: the CQ's completion channel, events not yet acked,
+	 * and completions polled while arming it (cq_poll returns them) */
+	struct ibv_comp_channel *comp;
+	unsigned unacked;
+	struct ibv_wc stash[VERBS_CQ_STASH];
+	unsigned nstash, stash_off;
 };
 
 /* One posted request, for its completion. */
