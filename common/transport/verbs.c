@@ -28,7 +28,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -724,7 +723,7 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 {
 	struct verbs_tp *vt = container_of(tp, struct verbs_tp, base);
 	struct verbs_cq *cq;
-	int rc, fl;
+	int rc;
 
 	if (depth > (unsigned)vt->dev_attr.max_cqe) {
 		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
@@ -744,11 +743,9 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 			"ibv_create_comp_channel: %s", strerror(-rc));
 		goto fail;
 	}
-	fl = fcntl(cq->comp->fd, F_GETFL);
-	if (fl < 0 || fcntl(cq->comp->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		rc = rkv_verbs_neg_errno(EINVAL);
+	rc = rkv_verbs_set_nonblock(cq->comp->fd);
+	if (rc)
 		goto fail;
-	}
 	errno = 0;
 	cq->cq = ibv_create_cq(vt->ctx, (int)depth, NULL, cq->comp, 0);
 	if (!cq->cq) {
@@ -765,11 +762,9 @@ static int verbs_cq_create(struct rkv_tp *tp, unsigned depth,
 			"rdma_create_event_channel: %s", strerror(-rc));
 		goto fail;
 	}
-	fl = fcntl(cq->ch->fd, F_GETFL);
-	if (fl < 0 || fcntl(cq->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		rc = rkv_verbs_neg_errno(EINVAL);
+	rc = rkv_verbs_set_nonblock(cq->ch->fd);
+	if (rc)
 		goto fail;
-	}
 	*out = &cq->base;
 	return 0;
 

@@ -74,7 +74,7 @@ static int create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
 	return 0;
 }
 
-static int set_nonblock(int fd)
+int rkv_verbs_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
@@ -95,7 +95,7 @@ static int new_channel(struct rdma_event_channel **out)
 			"rdma_create_event_channel: %s", strerror(-rc));
 		return rc;
 	}
-	rc = set_nonblock((*out)->fd);
+	rc = rkv_verbs_set_nonblock((*out)->fd);
 	if (rc) {
 		rdma_destroy_event_channel(*out);
 		*out = NULL;

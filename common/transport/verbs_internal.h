@@ -154,6 +154,8 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		      struct rkv_cq *cq, int timeout_ms, struct rkv_ep **out);
 void rkv_verbs_ep_destroy(struct rkv_ep *ep);
 void rkv_verbs_cq_cm_events(struct verbs_cq *cq);
+/* O_NONBLOCK on fd; 0 or -errno. */
+int rkv_verbs_set_nonblock(int fd);
 
 /* errno after a failed rdma-core call as -errno, never 0: the one place
  * the provider normalizes rdma-core's "NULL or -1 plus errno" results. */
