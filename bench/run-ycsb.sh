@@ -64,32 +64,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A port nothing listens on (checked by connecting to it).
-free_port() {
-  # below the ephemeral range, so no outgoing connection takes it between
-  # this probe and the server's bind
-  local p i lo_span=12768 lo
-  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
-    [ "$lo" -gt 21024 ] && lo_span=$((lo - 20000))
-  for i in $(seq 1 200); do
-    p=$((20000 + RANDOM % lo_span))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
-
-# wait_port PORT: until something accepts there (5 s).
-wait_port() {
-  local i
-  for i in $(seq 1 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+. bench/ycsb/peers.sh
 
 # start_rkv LISTEN LOG: start an rkv-server; set ADDR to its address.
 # (Runs in this shell, not in $(...), so its PID stays in PIDS.)
@@ -114,7 +89,6 @@ start_rkv() {
 
 # start STORE: start its server; set DB, ADDR (or return 1 to skip it).
 start() {
-  local port
   case $1 in
   redis)
     if ! command -v redis-server >/dev/null; then
@@ -122,12 +96,12 @@ start() {
         "(install it with: apt-get install redis-server)" >&2
       return 1
     fi
-    port=$(free_port) || return 1
-    redis-server --port "$port" --save '' --appendonly no \
-      --bind 127.0.0.1 >"$tmp/redis.log" 2>&1 &
-    PIDS+=($!)
-    wait_port "$port" || { echo "run-ycsb: redis-server did not start" >&2; return 1; }
-    DB=redis ADDR=127.0.0.1:$port
+    if ! start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
+      --appendonly no --bind 127.0.0.1; then
+      echo "run-ycsb: redis-server did not start:" $PEER_WHY >&2
+      return 1
+    fi
+    DB=redis ADDR=127.0.0.1:$PORT
     ;;
   memcached)
     if ! command -v memcached >/dev/null; then
@@ -135,15 +109,14 @@ start() {
         "(install it with: apt-get install memcached)" >&2
       return 1
     fi
-    port=$(free_port) || return 1
     local user=()
     [ "$(id -u)" = 0 ] && user=(-u root)
-    memcached "${user[@]}" -l 127.0.0.1 -p "$port" -U 0 -m 2048 -t 2 \
-      >"$tmp/memcached.log" 2>&1 &
-    PIDS+=($!)
-    wait_port "$port" || { echo "run-ycsb: memcached did not start:" \
-      "$(cat "$tmp/memcached.log")" >&2; return 1; }
-    DB=memcached ADDR=127.0.0.1:$port
+    if ! start_peer "$tmp/memcached.log" memcached "${user[@]}" -l 127.0.0.1 \
+      -p @PORT@ -U 0 -m 2048 -t 2; then
+      echo "run-ycsb: memcached did not start:" $PEER_WHY >&2
+      return 1
+    fi
+    DB=memcached ADDR=127.0.0.1:$PORT
     ;;
   rkv-tcp)
     start_rkv tcp://127.0.0.1:0 "$tmp/rkv-tcp" || return 1

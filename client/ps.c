@@ -175,6 +175,26 @@ static int shard_hdr(const struct rkv_ps_tensor *t, uint64_t i,
 								   : -ESTALE;
 }
 
+/*
+ * The header of the next version of shard i of t, whose current value
+ * (val_len bytes, header at head in host memory) shard_hdr checks: 0 with
+ * *next, -ESTALE, or -EMSGSIZE when the shard does not fit cap.  The new
+ * value has the old one's length.
+ */
+static int shard_next_hdr(const struct rkv_ps_tensor *t, uint64_t i,
+			  size_t val_len, const void *head, size_t cap,
+			  struct ps_shard_hdr *next)
+{
+	int rc = shard_hdr(t, i, val_len, head, next);
+
+	if (rc)
+		return rc;
+	if (val_len > cap)
+		return -EMSGSIZE;
+	next->version++;
+	return 0;
+}
+
 static int check_name(const char *name)
 {
 	size_t n;
@@ -275,25 +295,20 @@ static int push_fn(const void *old, size_t old_len, void *out, size_t cap,
 	struct shard_op *so = arg;
 	const struct rkv_ps_req *r = so->req;
 	const struct rkv_ps_tensor *t = r->t;
-	uint64_t n = shard_len(t, so->shard);
-	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
 	struct ps_shard_hdr h;
 	int rc;
 
 	if (!old)
 		return -ENOENT; /* deleted: do not create it */
-	rc = shard_hdr(t, so->shard, old_len, old, &h);
+	rc = shard_next_hdr(t, so->shard, old_len, old, cap, &h);
 	if (rc)
 		return rc;
-	if (bytes > cap)
-		return -EMSGSIZE;
-	h.version++;
 	so->version = h.version;
 	memcpy(out, &h, sizeof(h));
 	apply(r->rule, r->lr, (char *)out + RKV_PS_SHARD_HDR,
 	      (const char *)old + RKV_PS_SHARD_HDR,
-	      r->src + so->shard * t->shard_elems, n);
-	*out_len = bytes;
+	      r->src + so->shard * t->shard_elems, shard_len(t, so->shard));
+	*out_len = old_len;
 	return RKV_RMW_WRITE;
 }
 
@@ -305,18 +320,16 @@ static int assign_xfn(const struct blk_info *old, void *out, size_t cap,
 	struct shard_op *so = arg;
 	const struct rkv_ps_req *r = so->req;
 	const struct rkv_ps_tensor *t = r->t;
-	uint64_t n = shard_len(t, so->shard);
-	size_t bytes = RKV_PS_SHARD_HDR + (size_t)n * 4;
 	struct ps_shard_hdr h;
 
-	if (bytes > cap || shard_hdr(t, so->shard, old->val_len, old->head, &h))
+	if (shard_next_hdr(t, so->shard, old->val_len, old->head, cap, &h))
 		return RKV_RMW_KEEP;
-	h.version++;
 	so->version = h.version;
 	memcpy(out, &h, sizeof(h));
 	memcpy((char *)out + RKV_PS_SHARD_HDR,
-	       r->src + so->shard * t->shard_elems, (size_t)n * 4);
-	*out_len = bytes;
+	       r->src + so->shard * t->shard_elems,
+	       old->val_len - RKV_PS_SHARD_HDR);
+	*out_len = old->val_len;
 	return RKV_RMW_WRITE;
 }
 
@@ -1024,12 +1037,9 @@ static int push_dev_fn(const void *old, size_t old_len, void *out,
 	/* the header is in device memory: bring it over first */
 	if (old_len == bytes && rkv_cuda_copy(a->gpu, &raw, old, sizeof(raw)))
 		return -EIO;
-	rc = shard_hdr(t, a->shard, old_len, &raw, &h);
+	rc = shard_next_hdr(t, a->shard, old_len, &raw, cap, &h);
 	if (rc)
 		return rc;
-	if (bytes > cap)
-		return -EMSGSIZE;
-	h.version++;
 	if (rkv_cuda_copy(a->gpu, out, &h, sizeof(h)) ||
 	    rkv_cuda_f32_apply(a->gpu, (char *)out + RKV_PS_SHARD_HDR,
 			       (const char *)old + RKV_PS_SHARD_HDR,

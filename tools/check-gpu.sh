@@ -99,18 +99,18 @@ fi
 
 step "xxh3 on the GPU == libxxhash on the host"
 tap_run gpu_xxh3 120 "$O/tests/gpu_xxh3"
-step "GPU regions on the tcp provider"
-tap_run gpu_transport-tcp 300 "$O/tests/gpu_transport" --provider tcp
-step "GPU regions on the shm provider (CUDA IPC)"
-tap_run gpu_transport-shm 300 "$O/tests/gpu_transport" --provider shm
-step "KV store, rkv-server --data-memory gpu, tcp"
-tap_run gpu_kv-tcp 300 "$O/tests/gpu_kv" --provider tcp
-step "KV store, rkv-server --data-memory gpu, shm"
-tap_run gpu_kv-shm 300 "$O/tests/gpu_kv" --provider shm
-step "client GPU buffers (get/put/rmw/PS with device buffers), tcp"
-tap_run gpu_client-tcp 300 "$O/tests/gpu_client" --provider tcp
-step "client GPU buffers (get/put/rmw/PS with device buffers), shm"
-tap_run gpu_client-shm 300 "$O/tests/gpu_client" --provider shm
+for p in tcp shm; do
+  step "GPU regions on the $p provider (shm: CUDA IPC)"
+  tap_run gpu_transport-$p 300 "$O/tests/gpu_transport" --provider $p
+done
+for p in tcp shm; do
+  step "KV store, rkv-server --data-memory gpu, $p"
+  tap_run gpu_kv-$p 300 "$O/tests/gpu_kv" --provider $p
+done
+for p in tcp shm; do
+  step "client GPU buffers (get/put/rmw/PS with device buffers), $p"
+  tap_run gpu_client-$p 300 "$O/tests/gpu_client" --provider $p
+done
 step "client device calls without a usable GPU (skips on a GPU machine)"
 tap_run gpu_client_nodev 120 "$O/tests/gpu_client_nodev"
 step "memory backend (host path and refusals)"

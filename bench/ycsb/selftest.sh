@@ -52,55 +52,7 @@ expect() {
   fi
 }
 
-free_port() {
-  # below the ephemeral range, so no outgoing connection takes it between
-  # this probe and the server's bind
-  local p i lo_span=12768 lo
-  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
-    [ "$lo" -gt 21024 ] && lo_span=$((lo - 20000))
-  for i in $(seq 1 200); do
-    p=$((20000 + RANDOM % lo_span))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"; return 0
-    fi
-  done
-  return 1
-}
-
-# wait_port PORT PID: 0 once PORT accepts, 1 if PID died or 20 s passed
-wait_port() {
-  local i
-  for i in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
-# start_peer LOG CMD...: runs CMD (its @PORT@ replaced by a free port) in
-# the background until it listens; a port taken between the probe and the
-# bind, or a slow start, costs another try on a new port (3 in all).
-# Sets PORT; returns 1 with LOG copied to $tmp/err when every try failed.
-start_peer() {
-  local log=$1 try pid a
-  shift
-  for try in 1 2 3; do
-    PORT=$(free_port) || break
-    local argv=()
-    for a in "$@"; do argv+=("${a//@PORT@/$PORT}"); done
-    "${argv[@]}" >"$log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    wait_port "$PORT" "$pid" && return 0
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    echo "# try $try on port $PORT: $(tail -2 "$log" | tr '\n' ' ')" \
-      >>"$tmp/peer.err"
-  done
-  cp "$tmp/peer.err" "$tmp/err"
-  return 1
-}
+. bench/ycsb/peers.sh
 
 if [ ! -x "$Y" ]; then
   echo "not ok 1 - $Y exists (build it first)"
@@ -264,6 +216,7 @@ if ! command -v redis-server >/dev/null; then
   skip "workload E on Redis" "redis-server not installed"
 elif ! start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
   --appendonly no --bind 127.0.0.1; then
+  printf '%s' "$PEER_WHY" >"$tmp/err"
   notok "workload E on Redis: redis-server does not start"
 else
   peer_run "workload E on Redis: scans through the ycsb:keys index" \
@@ -279,6 +232,7 @@ if ! command -v memcached >/dev/null; then
   skip "workload A on memcached" "memcached not installed"
 elif ! start_peer "$tmp/mc.log" memcached "${user[@]}" -l 127.0.0.1 \
   -p @PORT@ -U 0; then
+  printf '%s' "$PEER_WHY" >"$tmp/err"
   notok "workload A on memcached: memcached does not start"
 else
   peer_run "workload A on memcached: zero errors" '^  UPDATE +[0-9]+' \

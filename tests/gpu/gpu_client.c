@@ -290,22 +290,12 @@ static int torture_child(unsigned id)
 static void t_torture(void)
 {
 	struct rkv_client *c = client();
-	pid_t pid[PROCS];
 	uint64_t v = 0;
 	size_t len;
 
 	ASSERT_TRUE(c != NULL);
 	rkv_delete(c, "tshared", 7);
-	for (unsigned i = 0; i < PROCS; i++) {
-		pid[i] = gpu_spawn_client(i, g_srv.addr);
-		ASSERT_TRUE(pid[i] > 0);
-	}
-	for (unsigned i = 0; i < PROCS; i++) {
-		int st = 0;
-
-		waitpid(pid[i], &st, 0);
-		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
+	EXPECT_EQ(gpu_run_clients(PROCS, g_srv.addr), 0);
 	EXPECT_EQ(rkv_get(c, "tshared", 7, &v, 8, &len), 0);
 	EXPECT_EQ(v, (uint64_t)(PROCS / 2) * ITERS);
 	rkv_client_destroy(c);
@@ -387,12 +377,7 @@ int main(int argc, char **argv)
 
 		return id < 0 ? 2 : torture_child((unsigned)id);
 	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
-			only = argv[++i];
-		else if (strcmp(argv[i], "--bench") == 0)
-			bench = 1;
-	}
+	gpu_test_args(argc, argv, &only, &bench);
 	gpu_test_require();
 	rkv_test_init(argc, argv, bench ? 600 : 300);
 	test_srv_setup(argv[0]);

@@ -46,20 +46,6 @@ static struct rkv_client *client(void)
 	return c;
 }
 
-static int add_fn(const void *old, size_t old_len, void *out, size_t cap,
-		  size_t *out_len, void *arg)
-{
-	uint64_t v = 0;
-
-	(void)cap;
-	if (old && old_len == 8)
-		memcpy(&v, old, 8);
-	v += (uint64_t)(uintptr_t)arg;
-	memcpy(out, &v, 8);
-	*out_len = 8;
-	return 0;
-}
-
 static void t_get_put_del(void)
 {
 	static const size_t sizes[] = { 0, 1, 64, 4096, 100000, RKV_VALUE_MAX };
@@ -94,8 +80,8 @@ static void t_rmw(void)
 	size_t len;
 
 	ASSERT_TRUE(c != NULL);
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)5), 0);
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)7), 0);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)5), 0);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)7), 0);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 12);
 	rkv_client_destroy(c);
@@ -113,7 +99,7 @@ static int torture_child(unsigned id)
 		char k[32];
 		size_t n = 100 + (i * 37) % 2900, len = 0;
 
-		if (rkv_rmw(c, "shared", 6, add_fn, (void *)1))
+		if (rkv_rmw(c, "shared", 6, test_rmw_add, (void *)1))
 			fails++;
 		snprintf(k, sizeof(k), "p%u-%u", id, i % 17);
 		for (size_t j = 0; j < n; j++)
@@ -140,20 +126,10 @@ static int torture_child(unsigned id)
 static void t_torture(void)
 {
 	struct rkv_client *c;
-	pid_t pid[PROCS];
 	uint64_t v = 0;
 	size_t len;
 
-	for (unsigned i = 0; i < PROCS; i++) {
-		pid[i] = gpu_spawn_client(i, g_srv.addr);
-		ASSERT_TRUE(pid[i] > 0);
-	}
-	for (unsigned i = 0; i < PROCS; i++) {
-		int st = 0;
-
-		waitpid(pid[i], &st, 0);
-		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
+	EXPECT_EQ(gpu_run_clients(PROCS, g_srv.addr), 0);
 	c = client();
 	ASSERT_TRUE(c != NULL);
 	EXPECT_EQ(rkv_get(c, "shared", 6, &v, 8, &len), 0);
@@ -194,9 +170,7 @@ int main(int argc, char **argv)
 
 		return id < 0 ? 2 : torture_child((unsigned)id);
 	}
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
-			only = argv[++i];
+	gpu_test_args(argc, argv, &only, NULL);
 	gpu_test_require();
 	rkv_test_init(argc, argv, 300);
 	test_srv_setup(argv[0]);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpu/gpu.h"
@@ -80,6 +81,40 @@ static inline pid_t gpu_spawn_client(unsigned id, const char *addr)
 
 	snprintf(ids, sizeof(ids), "%u", id);
 	return gpu_spawn(args);
+}
+
+/* Run n torture processes (ids 0..n-1) against addr to their end.
+ * Returns how many could not start or did not exit 0. */
+static inline unsigned gpu_run_clients(unsigned n, const char *addr)
+{
+	pid_t pid[16];
+	unsigned bad = 0;
+
+	if (n > 16)
+		return n;
+	for (unsigned i = 0; i < n; i++)
+		pid[i] = gpu_spawn_client(i, addr);
+	for (unsigned i = 0; i < n; i++) {
+		int st = 0;
+
+		if (pid[i] <= 0 || waitpid(pid[i], &st, 0) != pid[i] ||
+		    !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad++;
+	}
+	return bad;
+}
+
+/* The options of every GPU test: --provider tcp|shm (*only) and, when
+ * bench is not NULL, --bench. */
+static inline void gpu_test_args(int argc, char **argv, const char **only,
+				 int *bench)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
+			*only = argv[++i];
+		else if (bench && strcmp(argv[i], "--bench") == 0)
+			*bench = 1;
+	}
 }
 
 /* In such a child: copies ADDR to addr, returns ID, or -1 when malformed. */

@@ -556,12 +556,7 @@ int main(int argc, char **argv)
 			return 2;
 		return target_main(child[0], atoi(child[1]));
 	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
-			only = argv[++i];
-		else if (strcmp(argv[i], "--bench") == 0)
-			bench = 1;
-	}
+	gpu_test_args(argc, argv, &only, &bench);
 	gpu_test_require();
 	rkv_test_init(argc, argv, bench ? 600 : 300);
 	for (int p = 0; p < 2; p++) {

@@ -178,20 +178,6 @@ static void t_basic_three_servers(void)
 	stop_all(s, 3);
 }
 
-static int add_fn(const void *old, size_t old_len, void *out, size_t cap,
-		  size_t *out_len, void *arg)
-{
-	uint64_t v = 0;
-
-	(void)cap;
-	if (old && old_len == 8)
-		memcpy(&v, old, 8);
-	v += (uint64_t)(uintptr_t)arg;
-	memcpy(out, &v, 8);
-	*out_len = 8;
-	return RKV_RMW_WRITE;
-}
-
 static int fail_fn(const void *old, size_t old_len, void *out, size_t cap,
 		   size_t *out_len, void *arg)
 {
@@ -226,15 +212,15 @@ static void t_rmw(void)
 	ASSERT_EQ(start(&s, NULL), 0);
 	c = client_of(&s, 1, 5000);
 	ASSERT_TRUE(c != NULL);
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)5), 0); /* absent */
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)7), 0);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)5), 0); /* absent */
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)7), 0);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 12);
 	EXPECT_EQ(rkv_rmw(c, "ctr", 3, fail_fn, NULL), -ECANCELED);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 12); /* unchanged */
 	/* lock released after the abort: another rmw goes through */
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)1), 0);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 13);
 	EXPECT_EQ(rkv_rmw(c, "ctr", 3, del_fn, NULL), 0);
@@ -291,11 +277,11 @@ static void t_rtt_budgets(void)
 	rtts_of(c2, 'p');
 	EXPECT_EQ(kput(c, "k2", "b"), 0); /* present, not cached */
 	EXPECT_EQ(rtts_of(c, 'p'), 3);
-	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, test_rmw_add, (void *)1), 0);
 	rtts_of(c2, 'r');
-	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rkv_rmw(c2, "ctr", 3, test_rmw_add, (void *)1), 0);
 	EXPECT_EQ(rtts_of(c2, 'r'), 2); /* cached: lock+read, write+release */
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, add_fn, (void *)1), 0);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)1), 0);
 	EXPECT_EQ(rtts_of(c, 'r'), 4); /* cold */
 	EXPECT_EQ(rkv_delete(c, "k", 1), 0);
 	EXPECT_EQ(rtts_of(c, 'd'), 1); /* cached */
@@ -698,7 +684,7 @@ static void torture_child(const char *servers, uint32_t id, uint64_t ops,
 		if (pick < 20) { /* rmw on a shared counter */
 			snprintf(key, sizeof(key), "ctr%u",
 				 (unsigned)((rng >> 20) % 8));
-			rc = rkv_rmw(c, key, strlen(key), add_fn, (void *)1);
+			rc = rkv_rmw(c, key, strlen(key), test_rmw_add, (void *)1);
 			if (rc == 0)
 				res.rmw_ok++;
 			else
@@ -834,7 +820,7 @@ static void fault_child(const char *servers, uint32_t id, int fd)
 		seq++;
 		a.idx = (uint32_t)(seq % 4);
 		snprintf(key, sizeof(key), "fctr%u", a.idx);
-		if (rkv_rmw(c, key, strlen(key), add_fn, (void *)1) == 0) {
+		if (rkv_rmw(c, key, strlen(key), test_rmw_add, (void *)1) == 0) {
 			a.kind = 0;
 			a.val = 1;
 			(void)!write(fd, &a, sizeof(a));
@@ -899,7 +885,7 @@ static void t_kill_clients(void)
 		uint64_t t0 = rkv_now_ms();
 
 		snprintf(key, sizeof(key), "fctr%d", i);
-		EXPECT_EQ(rkv_rmw(c, key, strlen(key), add_fn, (void *)0), 0);
+		EXPECT_EQ(rkv_rmw(c, key, strlen(key), test_rmw_add, (void *)0), 0);
 		EXPECT_TRUE(rkv_now_ms() - t0 < 50 + 500 * RKV_TEST_SLACK);
 		if (rkv_get(c, key, strlen(key), &v, 8, &len) == 0)
 			total += v;

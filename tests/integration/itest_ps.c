@@ -103,6 +103,25 @@ static int pc_open(struct pc *p, const char *list, unsigned timeout_ms)
 	return 0;
 }
 
+/* Two servers (extra: their arguments, may be NULL), their address list,
+ * and when p is not NULL a PS client on both with a float32 tensor name
+ * of len elements in shards of shard.  Returns 0 or -1. */
+static int two_servers(struct test_srv s[2], const char *const *extra,
+		       char *list, size_t cap, struct pc *p, const char *name,
+		       uint64_t len, uint64_t shard)
+{
+	for (int i = 0; i < 2; i++)
+		if (start(&s[i], extra))
+			return -1;
+	list_of(s, 2, list, cap);
+	if (!p)
+		return 0;
+	if (pc_open(p, list, 10000))
+		return -1;
+	return rkv_ps_tensor_create(p->ps, name, RKV_PS_FLOAT32, len, shard,
+				    NULL) ? -1 : 0;
+}
+
 static void pc_close(struct pc *p)
 {
 	rkv_ps_destroy(p->ps);
@@ -426,12 +445,9 @@ static void t_concurrent_sum(void)
 	pid_t pid[8];
 	uint64_t vmin, vmax;
 
-	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(start(&s[i], NULL), 0);
-	list_of(s, 2, list, sizeof(list));
-	ASSERT_EQ(pc_open(&p, list, 10000), 0);
-	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "sum", RKV_PS_FLOAT32, SUM_LEN,
-				       SUM_SHARD, NULL), 0);
+	ASSERT_EQ(two_servers(s, NULL, list, sizeof(list), &p, "sum", SUM_LEN,
+			      SUM_SHARD),
+		  0);
 	uint64_t t0 = rkv_now_ms();
 
 	for (unsigned i = 0; i < nproc; i++) {
@@ -538,12 +554,9 @@ static void t_assign_race(void)
 	pid_t pid[8];
 	uint64_t vmin, vmax;
 
-	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(start(&s[i], extra), 0);
-	list_of(s, 2, list, sizeof(list));
-	ASSERT_EQ(pc_open(&p, list, 10000), 0);
-	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "ar", RKV_PS_FLOAT32, AR_LEN,
-				       AR_SHARD, NULL), 0);
+	ASSERT_EQ(two_servers(s, extra, list, sizeof(list), &p, "ar", AR_LEN,
+			      AR_SHARD),
+		  0);
 	for (unsigned i = 0; i < nproc; i++) {
 		pid[i] = fork();
 		if (pid[i] == 0)
@@ -692,12 +705,9 @@ static void t_kill_during_push(void)
 	pid_t pid[5];
 	int pfd[2];
 
-	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(start(&s[i], extra), 0);
-	list_of(s, 2, list, sizeof(list));
-	ASSERT_EQ(pc_open(&p, list, 10000), 0);
-	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "kill", RKV_PS_FLOAT32, KILL_LEN,
-				       KILL_SHARD, NULL), 0);
+	ASSERT_EQ(two_servers(s, extra, list, sizeof(list), &p, "kill", KILL_LEN,
+			      KILL_SHARD),
+		  0);
 	ASSERT_EQ(pipe(pfd), 0);
 	srand(7);
 	for (unsigned i = 0; i < nkill + nlive; i++) {
@@ -782,12 +792,9 @@ static void t_pull_no_mix(void)
 	pid_t pid[2];
 	const uint64_t run_ms = 1500;
 
-	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(start(&s[i], extra), 0);
-	list_of(s, 2, list, sizeof(list));
-	ASSERT_EQ(pc_open(&p, list, 10000), 0);
-	ASSERT_EQ(rkv_ps_tensor_create(p.ps, "mix", RKV_PS_FLOAT32, MIX_LEN,
-				       MIX_SHARD, NULL), 0);
+	ASSERT_EQ(two_servers(s, extra, list, sizeof(list), &p, "mix", MIX_LEN,
+			      MIX_SHARD),
+		  0);
 	for (int w = 0; w < 2; w++) {
 		pid[w] = fork();
 		if (pid[w] == 0) {
@@ -862,9 +869,8 @@ static void t_barrier(void)
 	char list[1024], bname[40], aname[40];
 	pid_t pid[5];
 
-	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(start(&s[i], NULL), 0);
-	list_of(s, 2, list, sizeof(list));
+	ASSERT_EQ(two_servers(s, NULL, list, sizeof(list), NULL, NULL, 0, 0),
+		  0);
 	snprintf(bname, sizeof(bname), "bar-%d", (int)getpid());
 	snprintf(aname, sizeof(aname), "arr-%d", (int)getpid());
 	for (unsigned w = 0; w < n; w++) {

@@ -7,6 +7,7 @@
 #include "srv.h"
 
 #include "log.h"
+#include "rkv.h"
 #include "test.h"
 #include "transport.h"
 
@@ -200,4 +201,18 @@ void test_srv_kill(struct test_srv *s)
 	kill(s->pid, SIGKILL);
 	waitpid(s->pid, NULL, 0);
 	s->pid = 0;
+}
+
+int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
+		 size_t *out_len, void *arg)
+{
+	uint64_t v = 0;
+
+	(void)cap;
+	if (old && old_len == 8)
+		memcpy(&v, old, 8);
+	v += (uint64_t)(uintptr_t)arg;
+	memcpy(out, &v, 8);
+	*out_len = 8;
+	return RKV_RMW_WRITE;
 }

@@ -8,6 +8,7 @@
 #ifndef RKV_TESTS_LIB_SRV_H
 #define RKV_TESTS_LIB_SRV_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 struct test_srv {
@@ -41,5 +42,9 @@ int test_srv_start(struct test_srv *s, const char *provider,
 int test_srv_stop(struct test_srv *s);
 /* SIGKILL at once. */
 void test_srv_kill(struct test_srv *s);
+/* An rmw_fn of librkv: the 8-byte counter (absent or of another length:
+ * 0) plus (uintptr_t)arg. */
+int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
+		 size_t *out_len, void *arg);
 
 #endif

@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: MIT
+# peers.sh - sourced by bench/run-ycsb.sh and bench/ycsb/selftest.sh:
+# start a peer store (redis-server, memcached) on a free loopback port.
+# The caller owns a PIDS array (the started PIDs are appended to it).
+
+# A port nothing listens on (checked by connecting to it), below the
+# ephemeral range, so that no outgoing connection takes it between this
+# probe and the server's bind.
+free_port() {
+  local p i lo_span=12768 lo
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
+    [ "$lo" -gt 21024 ] && lo_span=$((lo - 20000))
+  for i in $(seq 1 200); do
+    p=$((20000 + RANDOM % lo_span))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# wait_port PORT PID: 0 once PORT accepts, 1 if PID died or 20 s passed.
+wait_port() {
+  local i
+  for i in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# start_peer LOG CMD...: runs CMD (its @PORT@ replaced by a free port) in
+# the background, output in LOG, until it listens.  A port taken between
+# the probe and the bind, or a start slower than 20 s, costs another try on
+# a new port (3 in all).  Sets PORT; when every try failed, returns 1 with
+# one line per try in PEER_WHY.  Run it in this shell, not in $(...), so
+# its PIDs stay in PIDS.
+start_peer() {
+  local log=$1 try pid a
+  shift
+  PEER_WHY=
+  for try in 1 2 3; do
+    PORT=$(free_port) || break
+    local argv=()
+    for a in "$@"; do argv+=("${a//@PORT@/$PORT}"); done
+    "${argv[@]}" >"$log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_port "$PORT" "$pid" && return 0
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    PEER_WHY+="try $try on port $PORT: $(tail -2 "$log" | tr '\n' ' ')"$'\n'
+  done
+  return 1
+}
