@@ -296,6 +296,7 @@ struct rkv_client {
 	uint64_t last_poll_ms;    /* rkv_coarse_ms of the last CQ poll */
 	uint64_t idle_t0;         /* rkv_wait: idle since (ns), 0 when busy */
 	uint64_t wait_avg_ns;     /* moving average of idle periods */
+	int spin_short;           /* rkv_wait blocks after a short spin */
 	char addrbuf[300];
 	unsigned char *secret;   /* opts' secret, copied; NULL: none */
 	size_t secret_len;
