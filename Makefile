@@ -9,6 +9,8 @@
 #                     KV get/put per provider, YCSB beside Redis/memcached
 #   make run          build, start a server, run YCSB workload B (tcp)
 #   make fuzz         fuzz every decoder for FUZZ_SECONDS (default 600)
+#   make torture      the linearizability torture (tests/torture.sh) for
+#                     RKV_TORTURE_MINUTES (default 5) per provider (tcp shm)
 #   make check-gpu    build and run every GPU test and the GPU benchmark
 #                     (tools/check-gpu.sh; skips with a reason without a GPU)
 #
@@ -135,7 +137,7 @@ ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLI_BIN) $(GPU_TEST_BINS)
 
-.PHONY: all deps test check-rdma check-gpu bench run fuzz clean install
+.PHONY: all deps test check-rdma check-gpu bench run fuzz torture clean install
 all: $(ALL_TARGETS)
 
 $(OBJ)/%.o: %.c
@@ -246,6 +248,10 @@ bench: deps
 
 fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)
+
+torture: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/torture.sh --build-dir $(O) $(TORTURE_PROVIDERS)
 
 run: deps
 	@$(MAKE) --no-print-directory all

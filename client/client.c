@@ -279,16 +279,29 @@ static void handle_reply(struct server *s, const struct rkv_msg *m)
 
 				if (ch->in_use)
 					continue;
+				s->busy_since_ms = 0;
 				*ch = (struct chunk){
 					.off = m->u.chunk_grant.offset,
 					.len = m->u.chunk_grant.len,
+					.grant = m->u.chunk_grant.grant,
 					.active = 1, .in_use = 1 };
 				c->st.chunks++;
 				break;
 			}
 		} else {
+			uint64_t now = rkv_now_ms();
+
 			s->space_err = st ? st : -EPROTO;
-			s->space_err_ms = rkv_now_ms() + 20;
+			s->space_err_ms = now + 20;
+			if (st == -EBUSY) {
+				/* full, but space is in its grace period: ask
+				 * again shortly, for at most a grace period */
+				if (!s->busy_since_ms)
+					s->busy_since_ms = now;
+				s->space_err_ms = now + 5;
+				if (now - s->busy_since_ms > s->grace_ms + 100u)
+					s->space_err = -ENOSPC;
+			}
 		}
 		wake_space_waiters(s);
 	} else if (m->hdr.type == RKV_MSG_ERROR) {
@@ -410,8 +423,23 @@ static void handle_ctrl_wc(struct rkv_client *c, const struct rkv_wc *wc)
 
 /* --------------------------------------------------------------- space */
 
+/* The unwritten tail of chunk ch goes back (a full or departing chunk). */
+static void return_tail(struct server *s, struct chunk *ch)
+{
+	uint64_t t = ch->off + ch->used, end = ch->off + ch->len;
+
+	while (t < end) {
+		uint32_t n = (uint32_t)(end - t > RKV_MAX_BLOCK ? RKV_MAX_BLOCK :
+								  end - t);
+
+		srv_block_return(s, t, n, ch->grant);
+		t += n;
+	}
+	ch->used = ch->len;
+}
+
 int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
-		    int *chunk)
+		    int *chunk, uint32_t *grant)
 {
 	uint64_t now = rkv_now_ms();
 
@@ -423,26 +451,18 @@ int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
 		if (ch->len - ch->used >= size) {
 			*off = ch->off + ch->used;
 			*chunk = (int)i;
+			*grant = ch->grant;
 			ch->used += size;
 			ch->pending++;
 			return 0;
 		}
 		/* full: hand the unwritten tail back, retire when settled */
 		ch->active = 0;
-		uint64_t t = ch->off + ch->used, end = ch->off + ch->len;
-
-		while (t < end) {
-			uint32_t n = (uint32_t)(end - t > RKV_MAX_BLOCK ?
-						RKV_MAX_BLOCK : end - t);
-
-			srv_block_return(s, t, n);
-			t += n;
-		}
-		ch->used = ch->len;
+		return_tail(s, ch);
 		retire_chunk_if_done(s, (int)i);
 	}
 	if (s->space_err && now < s->space_err_ms)
-		return s->space_err;
+		return s->space_err == -EBUSY ? -EAGAIN : s->space_err;
 	s->space_err = 0;
 	if (!s->chunk_req) {
 		unsigned free_rec = 0;
@@ -454,10 +474,19 @@ int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
 
 			memset(&m, 0, sizeof(m));
 			m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+			if (!s->chunk_next)
+				s->chunk_next = s->chunk_size < 16384 ?
+							s->chunk_size : 16384;
 			m.u.chunk_alloc.bytes =
-				size > s->chunk_size ? size : 0;
-			if (srv_ctrl_send(s, &m, NULL, NULL) == 0)
+				size > s->chunk_next ? size : s->chunk_next;
+			m.u.chunk_alloc.min_bytes = size;
+			if (srv_ctrl_send(s, &m, NULL, NULL) == 0) {
 				s->chunk_req = 1;
+				if (s->chunk_next < s->chunk_size / 2)
+					s->chunk_next *= 2;
+				else
+					s->chunk_next = s->chunk_size;
+			}
 		}
 	}
 	return -EAGAIN;
@@ -472,7 +501,8 @@ void srv_block_settle(struct server *s, int ci)
 	retire_chunk_if_done(s, ci);
 }
 
-void srv_block_return(struct server *s, uint64_t off, uint32_t size)
+void srv_block_return(struct server *s, uint64_t off, uint32_t size,
+		      uint32_t grant)
 {
 	if (s->ret_n == s->ret_cap) {
 		unsigned cap = s->ret_cap ? s->ret_cap * 2 : 256;
@@ -485,7 +515,8 @@ void srv_block_return(struct server *s, uint64_t off, uint32_t size)
 	}
 	if (s->ret_n == 0)
 		s->ret_oldest_ms = rkv_now_ms();
-	s->ret[s->ret_n++] = (struct rkv_extent){ .offset = off, .len = size };
+	s->ret[s->ret_n++] = (struct rkv_extent){ .offset = off, .len = size,
+						   .grant = grant };
 }
 
 static void flush_returns(struct server *s)
@@ -1051,15 +1082,7 @@ void rkv_client_destroy(struct rkv_client *c)
 				if (ch->in_use && ch->active &&
 				    ch->used < ch->len) {
 					ch->active = 0;
-					uint64_t t = ch->off + ch->used;
-
-					while (t < ch->off + ch->len) {
-						uint64_t r = ch->off + ch->len - t;
-						uint32_t n = (uint32_t)(r > RKV_MAX_BLOCK ? RKV_MAX_BLOCK : r);
-
-						srv_block_return(s, t, n);
-						t += n;
-					}
+					return_tail(s, ch);
 				}
 				if (ch->in_use)
 					ch->active = 0;

@@ -46,6 +46,7 @@ struct chunk {
 	uint64_t off;        /* data-region offset */
 	uint64_t len;
 	uint64_t used;       /* bump pointer */
+	uint32_t grant;      /* grant id: blocks carry it, returns name it */
 	unsigned pending;    /* carved blocks not yet published or returned */
 	int active;          /* 1: carving from it; 0: retiring */
 	int in_use;
@@ -86,8 +87,13 @@ struct server {
 	/* space */
 	struct chunk chunk[CHUNKS_MAX];
 	int chunk_req;            /* a CHUNK_ALLOC is in flight */
+	uint32_t chunk_next;      /* bytes the next CHUNK_ALLOC asks for:
+				   * 16 KiB, doubling per grant up to
+				   * chunk_size (a short-lived client
+				   * keeps little) */
 	int space_err;            /* -ENOSPC from the last grant, until ... */
 	uint64_t space_err_ms;    /* ... this time (retry later) */
+	uint64_t busy_since_ms;   /* first -EBUSY (space in grace) of a run */
 	struct rkv_extent *ret;   /* blocks to return */
 	unsigned ret_n, ret_cap;
 	uint64_t ret_oldest_ms;
@@ -109,10 +115,18 @@ enum op_step {
 	ST_VERIFY,       /* READ candidate blocks to check keys */
 	ST_CAS,          /* put/delete CAS on the target slot */
 	ST_DEL_CACHED,   /* delete: CAS cached slot to empty */
-	ST_INS_CAS,      /* insert: CAS an empty slot */
-	ST_DEDUP_BUCKETS,/* insert: re-read buckets */
-	ST_DEDUP_VERIFY, /* insert: check other copies' keys */
-	ST_DEDUP_UNDO,   /* insert lost: CAS own slot back to empty */
+	ST_INS_CAS,      /* insert: CAS an empty slot to tentative, then
+			  * READ both buckets (one doorbell) */
+	ST_INS_REREAD,   /* insert: READ both buckets again (waiting) */
+	ST_INS_VERIFY,   /* insert: check other copies' keys */
+	ST_INS_COMMIT,   /* insert: CAS tentative -> committed */
+	ST_INS_WITHDRAW, /* insert: CAS tentative -> empty */
+	ST_INS_STEAL,    /* insert: clear a dead inserter's tentative slot,
+			  * then READ both buckets */
+	ST_INS_LOWER,    /* insert withdrawn: READ the earlier tentative
+			  * slot it waits for */
+	ST_INS_CLEAR,    /* insert withdrawn: clear that slot (its lease
+			  * ran out) */
 	ST_LOCK,         /* rmw: CAS-lock (+ READ block when cached) */
 	ST_LOCK_POLL,    /* rmw: READ a locked slot while waiting */
 	ST_RELEASE,      /* rmw: WRITE new block + CAS release */
@@ -170,6 +184,7 @@ struct cgpu {
 
 struct blk_info {
 	uint64_t version;        /* block header version */
+	uint32_t grant;          /* block header grant id */
 	uint32_t val_len;
 	unsigned char head[BLK_HEAD]; /* first bytes of the value (0-padded) */
 };
@@ -222,9 +237,34 @@ struct opslot {
 	uint64_t blk_off;        /* our new block: data offset */
 	uint32_t blk_size;       /* its size (0: none allocated) */
 	int blk_chunk;           /* chunk it was carved from */
+	uint32_t blk_grant;      /* that chunk's grant id */
+	uint64_t hdr_slot;       /* slot word whose block header the bucket
+				  * round READ into OB_HDR (0: none) */
+	uint32_t old_grant;      /* grant of the block the slot we CAS
+				  * names (0: unknown) */
 	int blk_written;         /* WRITE already done */
 	uint64_t old_version;    /* version of the block replaced */
 	unsigned vfrom, vend;    /* candidates the verify round read */
+	unsigned npos;           /* slot positions: 16, or 8 when both
+				  * candidate buckets are one (1 bucket) */
+	/* insert (docs/DESIGN.md §6): our slot is tentative from the CAS
+	 * until the commit or the withdrawal */
+	int tent;                /* we hold a tentative slot (newslot) */
+	int tent_abort;          /* withdraw, then finish with tent_err */
+	int tent_err;
+	unsigned ins_seen;       /* INS_* flags of the verify rounds */
+	uint64_t tent_seen;      /* higher tentative copy we wait for ... */
+	unsigned tent_seen_pos;
+	uint64_t tent_seen_ms;   /* ... unchanged since */
+	int ins_waiting;         /* OP_WAIT_TIMER is an insert's wait: 1
+				  * for a later tentative copy (re-read the
+				  * buckets), 2 for an earlier one after
+				  * withdrawing (read its slot), 3 for a
+				  * full pair of buckets (start again) */
+	uint64_t full_since_ms;  /* insert found both buckets full, some
+				  * slot tentative, since (0: no) */
+	int ins_lower;           /* withdrawing for an earlier tentative
+				  * copy: wait for it after */
 	uint32_t pub_size;       /* size of the block we just published */
 	/* rmw */
 	uint64_t lock_seen;      /* locked value seen while waiting */
@@ -254,6 +294,8 @@ struct opslot {
 #define OB_BUCKETS 0             /* 2 buckets: 128 bytes */
 #define OB_WORD 128              /* 8: slot word / CAS result */
 #define OB_WORD2 136             /* 8: second CAS result */
+#define OB_HDR 144               /* 32: header of the block a cached put
+				  * or delete unlinks (its grant id) */
 #define OB_BLOCKS 192            /* blocks read */
 
 struct cache_ent {
@@ -325,10 +367,14 @@ void client_idle(struct rkv_client *c, int progressed);
 void client_progressed(struct rkv_client *c);
 void srv_flush(struct server *s);
 void srv_queue_wrs(struct server *s, struct rkv_wr *first, unsigned n);
+/* Carve size bytes: *off, the chunk index and the grant id the block's
+ * header must carry.  0, -EAGAIN (a chunk was asked for), -errno. */
 int srv_block_alloc(struct server *s, uint32_t size, uint64_t *off,
-		    int *chunk);
+		    int *chunk, uint32_t *grant);
 void srv_block_settle(struct server *s, int chunk);
-void srv_block_return(struct server *s, uint64_t off, uint32_t size);
+/* Queue [off, off + size) of grant for a BLOCK_RETURN. */
+void srv_block_return(struct server *s, uint64_t off, uint32_t size,
+		      uint32_t grant);
 void srv_ctrl_tick(struct server *s, uint64_t now_ms);
 
 /* counter.c */

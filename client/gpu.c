@@ -123,6 +123,7 @@ uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
 	h->flags = RKV_BLOCK_F_NONE;
 	h->val_len = (uint32_t)val_len;
 	h->writer = o->srv->client_id;
+	h->grant = o->blk_grant;
 	h->version = version;
 	memcpy((char *)h + RKV_BLOCK_HDR_SIZE, o->op->key, kl);
 	*err = -EIO;

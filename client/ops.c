@@ -14,9 +14,14 @@
  *     matches again;
  *   - a lock holder writes only a private block until its releasing CAS;
  *     if its lock was stolen (lease expired) that CAS fails and it retries;
- *   - put, delete and rmw act on the first copy of the key in scan order
- *     (bucket 0 slots 0..7, then bucket 1), get returns that copy, and an
- *     inserter that finds an earlier copy of its key removes its own.
+ *   - at most one committed copy of a key exists: an insert CASes an
+ *     empty slot to a tentative word (readers skip it), re-reads both
+ *     buckets in the same doorbell and commits only when it sees no other
+ *     copy; it withdraws when it sees a committed copy or a tentative one
+ *     earlier in scan order, and waits for tentative copies later in scan
+ *     order (docs/DESIGN.md §6 has the argument);
+ *   - the server frees a returned block only while its grant still owns
+ *     it, so every return names the grant from the block's header.
  */
 #include "client_internal.h"
 
@@ -150,7 +155,10 @@ static void post_round(struct opslot *o, enum op_step step)
 	srv_queue_wrs(o->srv, o->wr, n);
 }
 
-static void read_buckets(struct opslot *o, int with_block)
+/* READ both buckets (a put WRITEs its block first; hdr_of: also READ the
+ * header of the block that slot word names, behind the buckets, for its
+ * grant id; 0: none). */
+static void read_buckets(struct opslot *o, int with_block, uint64_t hdr_of)
 {
 	round_begin(o);
 	if (with_block)
@@ -159,6 +167,10 @@ static void read_buckets(struct opslot *o, int with_block)
 	   RKV_BUCKET_SIZE);
 	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
 	   o->srv->index_rkey, RKV_BUCKET_SIZE);
+	o->hdr_slot = hdr_of;
+	if (hdr_of)
+		rd(o, OB_HDR, o->srv->data_addr + rkv_slot_offset(hdr_of),
+		   o->srv->data_rkey, RKV_BLOCK_HDR_SIZE);
 	o->t_round_ms = rkv_coarse_ms();
 	post_round(o, ST_BUCKETS);
 }
@@ -192,7 +204,16 @@ static void drop_new_block(struct opslot *o)
 {
 	if (!o->blk_size)
 		return;
-	srv_block_return(o->srv, o->blk_off, o->blk_size);
+	if (o->tent) {
+		/* our tentative slot may still name it (the connection broke
+		 * before the withdrawal): the server's reclaim pass clears
+		 * that slot and frees the block */
+		o->tent = 0;
+		o->blk_size = 0;
+		o->blk_written = 0;
+		return;
+	}
+	srv_block_return(o->srv, o->blk_off, o->blk_size, o->blk_grant);
 	srv_block_settle(o->srv, o->blk_chunk);
 	o->blk_size = 0;
 	o->blk_written = 0;
@@ -244,15 +265,17 @@ static int too_slow(struct opslot *o)
 /* --------------------------------------------------------- candidates */
 
 /* Slots whose fingerprint matches, in scan order, skipping position skip
- * (or -1). */
-static void collect(struct opslot *o, int skip)
+ * (or -1); tentative slots (inserts in progress, invisible) only when
+ * with_tent. */
+static void collect(struct opslot *o, int skip, int with_tent)
 {
 	o->ncand = 0;
-	for (unsigned pos = 0; pos < MAX_CAND; pos++) {
+	for (unsigned pos = 0; pos < o->npos; pos++) {
 		uint64_t w = bucket_word(o, pos);
 
 		if ((int)pos == skip || rkv_slot_empty(w) ||
-		    rkv_slot_fp(w) != o->kh.fp)
+		    rkv_slot_fp(w) != o->kh.fp ||
+		    (!with_tent && rkv_slot_tentative(w)))
 			continue;
 		o->cand[o->ncand++] = (struct cand){ .pos = pos, .slot = w };
 	}
@@ -333,7 +356,8 @@ static int make_block(struct opslot *o, const void *val, size_t val_len,
 	if (o->blk_size && o->blk_size != size)
 		drop_new_block(o);
 	if (!o->blk_size) {
-		rc = srv_block_alloc(o->srv, size, &o->blk_off, &o->blk_chunk);
+		rc = srv_block_alloc(o->srv, size, &o->blk_off, &o->blk_chunk,
+				     &o->blk_grant);
 		if (rc == -EAGAIN) {
 			o->state = OP_WAIT_SPACE;
 			return rc;
@@ -348,7 +372,8 @@ static int make_block(struct opslot *o, const void *val, size_t val_len,
 			return rc;
 	} else {
 		rkv_block_encode(new_blk_buf(o), o->op->key, o->op->key_len,
-				 val, val_len, o->srv->client_id, version);
+				 val, val_len, o->srv->client_id, o->blk_grant,
+				 version);
 	}
 	o->blk_version = version;
 	o->blk_written = 0;
@@ -373,6 +398,7 @@ static const struct blk_info *info_of(struct blk_info *bi, const char *blk,
 
 	memset(bi, 0, sizeof(*bi));
 	bi->version = h->version;
+	bi->grant = h->grant;
 	bi->val_len = h->val_len;
 	if (voff + n > avail)
 		return NULL;
@@ -380,12 +406,23 @@ static const struct blk_info *info_of(struct blk_info *bi, const char *blk,
 	return bi;
 }
 
-/* The block named by a slot we replaced is unlinked: return it. */
+/* The block named by a slot we replaced is unlinked: return it, naming
+ * its grant (o->old_grant, from its header).  Unknown (0): the server
+ * could not accept it, so it waits for a reclaim pass instead. */
 static void unlink_block(struct opslot *o, uint64_t old)
 {
-	if (!rkv_slot_empty(old))
+	if (!rkv_slot_empty(old) && o->old_grant)
 		srv_block_return(o->srv, rkv_slot_offset(old),
-				 rkv_slot_size(old));
+				 rkv_slot_size(old), o->old_grant);
+	o->old_grant = 0;
+}
+
+/* Grant id in the header of a block read to op buffer offset off. */
+static uint32_t grant_at(const struct opslot *o, unsigned off)
+{
+	const struct rkv_block_hdr *h = (const void *)(o->buf + off);
+
+	return h->grant;
 }
 
 /* What the cache keeps about the block we published (o->pub_size bytes,
@@ -407,30 +444,197 @@ static void published(struct opslot *o)
 	o->blk_written = 0;
 }
 
-/* Insert our block into the first empty slot in scan order (chaining the
- * block WRITE before the CAS when it was not written yet). */
+/* READ both buckets into OB_BUCKETS (appended to the round being built). */
+static void rd_buckets(struct opslot *o)
+{
+	rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0), o->srv->index_rkey,
+	   RKV_BUCKET_SIZE);
+	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
+	   o->srv->index_rkey, RKV_BUCKET_SIZE);
+}
+
+/*
+ * Insert, step 1: CAS the first empty slot in scan order to our block's
+ * tentative word (chaining the block WRITE before it when not written
+ * yet) and READ both buckets behind it: RC order makes that READ see
+ * every copy of the key that was in place before our CAS.
+ */
 static void insert(struct opslot *o)
 {
-	int pos = -1;
+	int pos = -1, tent = 0;
 
-	for (unsigned p = 0; p < MAX_CAND; p++) {
-		if (rkv_slot_empty(bucket_word(o, p))) {
+	for (unsigned p = 0; p < o->npos; p++) {
+		uint64_t w = bucket_word(o, p);
+
+		if (rkv_slot_empty(w)) {
 			pos = (int)p;
 			break;
 		}
+		tent |= rkv_slot_tentative(w);
 	}
 	if (pos < 0) {
-		op_finish(o, -ENOSPC);
+		/* full; an insert in progress may withdraw and free its slot:
+		 * look again for up to a lease before saying so */
+		uint64_t now = rkv_coarse_ms();
+
+		if (!tent || (o->full_since_ms &&
+			      now - o->full_since_ms >= o->srv->lease_ms)) {
+			op_finish(o, -ENOSPC);
+			return;
+		}
+		if (!o->full_since_ms)
+			o->full_since_ms = now;
+		o->ins_waiting = 3;
+		o->t_round_ms = now;
+		o->state = OP_WAIT_TIMER;
 		return;
 	}
 	o->slot_pos = (unsigned)pos;
 	o->expect = 0;
-	o->newslot = new_slot_word(o, 0);
+	o->newslot = new_slot_word(o, 0) | RKV_SLOT_TENT;
+	o->tent_seen = 0;
+	o->t_round_ms = rkv_coarse_ms();
 	round_begin(o);
 	if (!o->blk_written)
 		wr_block(o);
 	cas(o, pos_addr(o, o->slot_pos), 0, o->newslot);
+	rd_buckets(o);
 	post_round(o, ST_INS_CAS);
+}
+
+/* Step 2, and after every wait: look at the other copies of the key. */
+#define INS_COMMITTED 1u /* a committed copy: ours must go */
+#define INS_LOWER 2u     /* a tentative copy before ours in scan order */
+#define INS_HIGHER 4u    /* a tentative copy after ours: wait for it */
+
+static void ins_withdraw(struct opslot *o)
+{
+	cas_round(o, o->newslot, 0, ST_INS_WITHDRAW);
+}
+
+static void ins_decide(struct opslot *o)
+{
+	int rc;
+
+	o->ins_seen = 0;
+	o->t_round_ms = rkv_coarse_ms();
+	collect(o, (int)o->slot_pos, 1);
+	rc = o->ncand ? read_cands(o, 0, ST_INS_VERIFY) : 0;
+	if (rc < 0) {
+		o->tent_abort = 1;
+		o->tent_err = rc;
+		ins_withdraw(o);
+		return;
+	}
+	if (rc == 0) /* nobody else: commit */
+		cas_round(o, o->newslot, o->newslot & ~RKV_SLOT_TENT,
+			  ST_INS_COMMIT);
+}
+
+/* Wait for the tentative copy at tent_seen_pos (lease/8 between looks);
+ * one unchanged for a whole lease belongs to a dead or stopped inserter
+ * and is cleared (its owner's commit then fails, and it retries). */
+/* Withdrawn for an earlier tentative copy (tent_seen at tent_seen_pos):
+ * look at its slot again after lease/8; when it changed, start again;
+ * when it stayed for a whole lease, clear it (its inserter is dead or
+ * stopped; its commit will fail). */
+static void ins_wait_lower(struct opslot *o)
+{
+	o->c->st.lock_waits++;
+	o->ins_waiting = 2;
+	o->t_round_ms = rkv_coarse_ms();
+	o->state = OP_WAIT_TIMER;
+}
+
+static void ins_wait(struct opslot *o, unsigned pos, uint64_t w)
+{
+	uint64_t now = rkv_coarse_ms();
+
+	if (o->tent_seen != w || o->tent_seen_pos != pos) {
+		o->tent_seen = w;
+		o->tent_seen_pos = pos;
+		o->tent_seen_ms = now;
+	} else if (now - o->tent_seen_ms >= o->srv->lease_ms) {
+		o->c->st.lock_steals++;
+		o->tent_seen = 0;
+		o->t_round_ms = now;
+		round_begin(o);
+		cas(o, pos_addr(o, pos), w, 0);
+		rd_buckets(o);
+		post_round(o, ST_INS_STEAL);
+		return;
+	}
+	o->c->st.lock_waits++;
+	o->ins_waiting = 1;
+	o->t_round_ms = now;
+	o->state = OP_WAIT_TIMER;
+}
+
+/* The verify round of step 2 came back. */
+static void ins_verified(struct opslot *o)
+{
+	int first, rc;
+
+	if (too_slow(o)) { /* blocks may have been reused: look again */
+		round_begin(o);
+		rd_buckets(o);
+		o->t_round_ms = rkv_coarse_ms();
+		post_round(o, ST_INS_REREAD);
+		return;
+	}
+	first = check_cands(o);
+	if (first == -2) { /* torn: look again */
+		round_begin(o);
+		rd_buckets(o);
+		o->t_round_ms = rkv_coarse_ms();
+		post_round(o, ST_INS_REREAD);
+		return;
+	}
+	for (unsigned i = o->vfrom; i < o->vend; i++) {
+		const struct cand *cd = &o->cand[i];
+
+		if (!cd->match)
+			continue;
+		if (!rkv_slot_tentative(cd->slot)) {
+			o->ins_seen |= INS_COMMITTED;
+		} else if (cd->pos < o->slot_pos) {
+			if (!(o->ins_seen & INS_LOWER)) {
+				o->tent_seen = cd->slot;
+				o->tent_seen_pos = cd->pos;
+				o->tent_seen_ms = rkv_coarse_ms();
+			}
+			o->ins_seen |= INS_LOWER;
+		} else if (!(o->ins_seen & INS_HIGHER)) {
+			o->ins_seen |= INS_HIGHER;
+			o->target = (int)i;
+		}
+	}
+	if (o->vend < o->ncand && !(o->ins_seen & (INS_COMMITTED | INS_LOWER))) {
+		rc = read_cands(o, o->vend, ST_INS_VERIFY);
+		if (rc > 0)
+			return;
+		if (rc < 0) {
+			o->tent_abort = 1;
+			o->tent_err = rc;
+			ins_withdraw(o);
+			return;
+		}
+	}
+	if (o->ins_seen & (INS_COMMITTED | INS_LOWER)) {
+		/* a committed copy (update it instead), or an earlier insert
+		 * of the key: let it finish first, holding nothing (it may
+		 * be waiting for us), then start again */
+		o->ins_lower = !(o->ins_seen & INS_COMMITTED);
+		ins_withdraw(o);
+		return;
+	}
+	if (o->ins_seen & INS_HIGHER) {
+		const struct cand *cd = &o->cand[o->target];
+
+		ins_wait(o, cd->pos, cd->slot);
+		return;
+	}
+	cas_round(o, o->newslot, o->newslot & ~RKV_SLOT_TENT, ST_INS_COMMIT);
 }
 
 /* Run the rmw callback; its value lands where our new block's value goes. */
@@ -653,6 +857,7 @@ static int xput_round(struct opslot *o, struct cache_ent *ce)
 	o->slot_pos = ce->pos;
 	o->expect = ce->slot;
 	o->newslot = new_slot_word(o, ce->slot);
+	o->old_grant = ce->info.grant;
 	round_begin(o);
 	wr_block(o);
 	cas(o, pos_addr(o, o->slot_pos), o->expect, o->newslot);
@@ -691,6 +896,7 @@ static void attempt(struct opslot *o)
 
 	o->ncand = 0;
 	o->target = -1;
+	o->hdr_slot = 0;
 	o->locked = 0;
 	o->cached = 0;
 	o->release_retry = 0;
@@ -732,13 +938,30 @@ static void attempt(struct opslot *o)
 			o->c->st.cache_hits++;
 		else
 			o->c->st.cache_misses++;
-		read_buckets(o, !o->blk_written);
+		/* a cached location whose block's grant is unknown: READ
+		 * its header too, so the block can be returned if we
+		 * replace it */
+		read_buckets(o, !o->blk_written,
+			     ce && !ce->info_known ? ce->slot : 0);
 		return;
 	case RKV_OP_DELETE:
 		if (ce) {
 			o->c->st.cache_hits++;
 			o->cached = 1;
-			cas_round(o, ce->slot, 0, ST_DEL_CACHED);
+			o->slot_pos = ce->pos;
+			o->expect = ce->slot;
+			o->newslot = 0;
+			o->old_grant = ce->info_known ? ce->info.grant : 0;
+			o->hdr_slot = ce->info_known ? 0 : ce->slot;
+			round_begin(o);
+			/* the header READ executes before the CAS; if the CAS
+			 * wins, the slot named that block all along */
+			if (!ce->info_known)
+				rd(o, OB_HDR, o->srv->data_addr +
+					rkv_slot_offset(ce->slot),
+				   o->srv->data_rkey, RKV_BLOCK_HDR_SIZE);
+			cas(o, pos_addr(o, o->slot_pos), ce->slot, 0);
+			post_round(o, ST_DEL_CACHED);
 			return;
 		}
 		break;
@@ -754,7 +977,7 @@ static void attempt(struct opslot *o)
 		break;
 	}
 	o->c->st.cache_misses++;
-	read_buckets(o, 0);
+	read_buckets(o, 0, 0);
 }
 
 void op_start(struct opslot *o)
@@ -795,6 +1018,10 @@ void op_start(struct opslot *o)
 		return;
 	}
 	rkv_key_buckets(&o->kh, o->srv->nbuckets, &o->b[0], &o->b[1]);
+	o->npos = o->b[0] == o->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
+	o->tent = o->tent_abort = o->ins_waiting = o->ins_lower = 0;
+	o->full_since_ms = 0;
+	o->old_grant = 0;
 	attempt(o);
 }
 
@@ -811,6 +1038,14 @@ void op_timer(struct opslot *o, uint64_t now_ms)
 {
 	if (now_ms > o->deadline_ms) {
 		o->state = OP_IO;
+		if (o->tent) {
+			/* withdraw our tentative slot first */
+			o->ins_waiting = 0;
+			o->tent_abort = 1;
+			o->tent_err = -ETIMEDOUT;
+			ins_withdraw(o);
+			return;
+		}
 		op_finish(o, -ETIMEDOUT);
 		return;
 	}
@@ -819,13 +1054,33 @@ void op_timer(struct opslot *o, uint64_t now_ms)
 			op_space_ready(o);
 		return;
 	}
-	/* OP_WAIT_TIMER: look at the locked slot again after ~lease/8 */
+	/* OP_WAIT_TIMER: look at the locked slot (or, for an insert, both
+	 * buckets) again after ~lease/8 */
 	uint32_t step = o->srv->lease_ms / 8 ? o->srv->lease_ms / 8 : 1;
 
 	if (now_ms - o->t_round_ms < step)
 		return;
 	o->t_round_ms = now_ms;
 	round_begin(o);
+	if (o->ins_waiting == 3) { /* a full pair of buckets: again */
+		o->ins_waiting = 0;
+		o->state = OP_IO;
+		retry(o);
+		return;
+	}
+	if (o->ins_waiting == 2) {
+		o->ins_waiting = 0;
+		rd(o, OB_WORD, pos_addr(o, o->tent_seen_pos),
+		   o->srv->index_rkey, 8);
+		post_round(o, ST_INS_LOWER);
+		return;
+	}
+	if (o->ins_waiting) {
+		o->ins_waiting = 0;
+		rd_buckets(o);
+		post_round(o, ST_INS_REREAD);
+		return;
+	}
 	rd(o, OB_WORD, pos_addr(o, o->slot_pos), o->srv->index_rkey, 8);
 	post_round(o, ST_LOCK_POLL);
 }
@@ -892,6 +1147,7 @@ static void rmw_locked(struct opslot *o, const char *blk, uint32_t size)
 		return;
 	}
 	o->rmw_version = h->version + 1;
+	o->old_grant = h->grant;
 	call_fn(o, v, vl);
 	if (o->rmw_action < 0) {
 		/* abort: release unchanged, then report the error */
@@ -916,13 +1172,16 @@ static void after_buckets(struct opslot *o)
 
 		if (ce && bucket_word(o, ce->pos) == ce->slot) {
 			/* slot unchanged since we saw our key in it */
+			o->old_grant = ce->info_known ? ce->info.grant :
+				       o->hdr_slot == ce->slot ?
+					       grant_at(o, OB_HDR) : 0;
 			o->slot_pos = ce->pos;
 			cas_round(o, ce->slot, new_slot_word(o, ce->slot),
 				  ST_CAS);
 			return;
 		}
 	}
-	collect(o, -1);
+	collect(o, -1, 0);
 	rc = o->ncand ? read_cands(o, 0, ST_VERIFY) : 0;
 	if (rc < 0)
 		op_finish(o, rc);
@@ -955,6 +1214,7 @@ static void after_verify(struct opslot *o)
 
 	o->slot_pos = cd->pos;
 	o->target = first;
+	o->old_grant = grant_at(o, cd->buf_off);
 	switch (o->type) {
 	case RKV_OP_GET:
 		deliver_get(o, o->buf + cd->buf_off, rkv_slot_size(cd->slot),
@@ -997,16 +1257,6 @@ static void after_cas(struct opslot *o)
 		return;
 	}
 	cache_drop(o->c, o);
-	/* remove later copies of the key left by racing inserts */
-	for (unsigned i = (unsigned)o->target + 1; i < o->vend; i++) {
-		if (o->cand[i].match == 1) {
-			o->cand[i].match = 0;
-			o->target = (int)i;
-			o->slot_pos = o->cand[i].pos;
-			cas_round(o, o->cand[i].slot, 0, ST_CAS);
-			return;
-		}
-	}
 	op_finish(o, 0);
 }
 
@@ -1014,7 +1264,6 @@ void op_round_done(struct opslot *o)
 {
 	struct blk_info bi;
 	uint64_t w;
-	int rc;
 
 	switch (o->step) {
 	case ST_GET_CACHED:
@@ -1027,7 +1276,7 @@ void op_round_done(struct opslot *o)
 				return;
 			}
 			cache_drop(o->c, o);
-			read_buckets(o, 0);
+			read_buckets(o, 0, 0);
 			return;
 		}
 		if (!too_slow(o) && !rkv_slot_empty(w) &&
@@ -1037,7 +1286,7 @@ void op_round_done(struct opslot *o)
 			return;
 		}
 		cache_drop(o->c, o);
-		read_buckets(o, 0);
+		read_buckets(o, 0, 0);
 		return;
 
 	case ST_BUCKETS:
@@ -1060,68 +1309,99 @@ void op_round_done(struct opslot *o)
 		w = word_at(o, OB_WORD);
 		cache_drop(o->c, o);
 		if (w == o->expect) {
+			if (o->hdr_slot == w)
+				o->old_grant = grant_at(o, OB_HDR);
 			unlink_block(o, w);
 			op_finish(o, 0);
 			return;
 		}
-		read_buckets(o, 0);
+		read_buckets(o, 0, 0);
 		return;
 
 	case ST_INS_CAS:
 		if (word_at(o, OB_WORD) != 0) {
-			retry(o);
+			/* the slot was taken: the buckets just read are
+			 * fresh, decide again from them */
+			o->expect = 0;
+			if (too_slow(o)) {
+				retry(o);
+				return;
+			}
+			o->retries++;
+			after_buckets(o);
 			return;
 		}
-		/* ours now; look for a racing insert of the same key */
-		published(o);
-		o->t_round_ms = rkv_coarse_ms();
-		round_begin(o);
-		rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0),
-		   o->srv->index_rkey, RKV_BUCKET_SIZE);
-		rd(o, OB_BUCKETS + RKV_BUCKET_SIZE,
-		   slot_addr(o->srv, o->b[1], 0), o->srv->index_rkey,
-		   RKV_BUCKET_SIZE);
-		post_round(o, ST_DEDUP_BUCKETS);
+		o->tent = 1;
+		ins_decide(o);
 		return;
 
-	case ST_DEDUP_BUCKETS: {
-		unsigned n = 0;
-
-		/* only copies before ours matter: later ones withdraw */
-		collect(o, (int)o->slot_pos);
-		for (unsigned i = 0; i < o->ncand; i++)
-			if (o->cand[i].pos < o->slot_pos)
-				o->cand[n++] = o->cand[i];
-		o->ncand = n;
-		rc = n ? read_cands(o, 0, ST_DEDUP_VERIFY) : 0;
-		if (rc <= 0) {
-			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    o->pub_size, own_info(o, &bi));
-			op_finish(o, 0);
-		}
-		return;
-	}
-
-	case ST_DEDUP_VERIFY:
-		if (check_cands(o) < 0) {
-			cache_store(o->c, o, o->slot_pos, o->newslot,
-				    o->pub_size, own_info(o, &bi));
-			op_finish(o, 0);
-			return;
-		}
-		/* an earlier copy exists: withdraw ours, redo the op on it */
-		cas_round(o, o->newslot, 0, ST_DEDUP_UNDO);
+	case ST_INS_REREAD:
+		ins_decide(o);
 		return;
 
-	case ST_DEDUP_UNDO:
+	case ST_INS_STEAL:
+		/* cleared or not, the buckets behind it are fresh */
+		ins_decide(o);
+		return;
+
+	case ST_INS_VERIFY:
+		ins_verified(o);
+		return;
+
+	case ST_INS_COMMIT:
 		w = word_at(o, OB_WORD);
-		if (w == o->expect) {
-			unlink_block(o, w);
+		o->tent = 0;
+		if (w != o->expect) {
+			/* our tentative slot was cleared (we were slower than
+			 * a lease): nobody ever saw the block as the value */
+			drop_new_block(o);
 			retry(o);
 			return;
 		}
-		/* a delete removed our copy meanwhile: done */
+		o->newslot &= ~RKV_SLOT_TENT;
+		published(o);
+		cache_store(o->c, o, o->slot_pos, o->newslot, o->pub_size,
+			    own_info(o, &bi));
 		op_finish(o, 0);
+		return;
+
+	case ST_INS_WITHDRAW:
+		/* withdrawn, or cleared by a waiter: the block was never a
+		 * value; it goes back through the grace period (inserters
+		 * may be reading it) */
+		o->tent = 0;
+		drop_new_block(o);
+		if (o->tent_abort) {
+			o->tent_abort = 0;
+			op_finish(o, o->tent_err);
+			return;
+		}
+		if (o->ins_lower) {
+			o->ins_lower = 0;
+			ins_wait_lower(o);
+			return;
+		}
+		retry(o);
+		return;
+
+	case ST_INS_LOWER:
+		w = word_at(o, OB_WORD);
+		if (w != o->tent_seen) {
+			retry(o); /* committed, withdrawn or replaced */
+			return;
+		}
+		if (rkv_coarse_ms() - o->tent_seen_ms >= o->srv->lease_ms) {
+			o->c->st.lock_steals++;
+			round_begin(o);
+			cas(o, pos_addr(o, o->tent_seen_pos), w, 0);
+			post_round(o, ST_INS_CLEAR);
+			return;
+		}
+		ins_wait_lower(o);
+		return;
+
+	case ST_INS_CLEAR:
+		retry(o);
 		return;
 
 	case ST_LOCK:

@@ -24,7 +24,7 @@ static uint64_t block_checksum(const void *buf, size_t n)
 
 uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 			  const void *val, size_t val_len, uint32_t writer,
-			  uint64_t version)
+			  uint32_t grant, uint64_t version)
 {
 	uint32_t size = rkv_block_size(key_len, val_len);
 	struct rkv_block_hdr *h = buf;
@@ -37,7 +37,7 @@ uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 	h->flags = RKV_BLOCK_F_NONE;
 	h->val_len = (uint32_t)val_len;
 	h->writer = writer;
-	h->pad = 0;
+	h->grant = grant;
 	h->version = version;
 	/* the value may already be in place (rmw callbacks write there) */
 	if (val_len && (const char *)val != p + RKV_BLOCK_HDR_SIZE + key_len)

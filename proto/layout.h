@@ -10,14 +10,16 @@
  *
  * Slot word, bit by bit (little-endian host order, as NIC atomics see it):
  *
- *   63      62..54     53..46   45..34       33..0
- *   lock    version    fp       size         offset
- *   1 bit   9 bits     8 bits   12 bits      34 bits
+ *   63      62      61..54     53..46   45..34       33..0
+ *   lock    tent    version    fp       size         offset
+ *   1 bit   1 bit   8 bits     8 bits   12 bits      34 bits
  *
  *   offset   block offset in the data region, in 64-byte units (1 TiB)
  *   size     block size in 64-byte units, 1..4095 (so never 0 when used)
  *   fp       fingerprint: top byte of the key's first hash
- *   version  bumped (mod 512) by every change except taking the lock, so
+ *   tent     tentative: an insert in progress; readers skip the slot,
+ *            writers of the key wait for it to be committed or withdrawn
+ *   version  bumped (mod 256) by every change except taking the lock, so
  *            a stale expected value never matches again (ABA)
  *   lock     read-modify-write lock; a locked slot still names the last
  *            published block, which gets read without waiting
@@ -25,7 +27,7 @@
  * KV block (data region, 64-byte aligned, immutable once published):
  *
  *   struct rkv_block_hdr  32 bytes: checksum, key_len, flags, val_len,
- *                         writer, version
+ *                         writer, grant, version
  *   key                   key_len bytes
  *   value                 val_len bytes
  *   padding               to a multiple of 64
@@ -58,12 +60,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define RKV_SLOT_OFF_BITS 34
 #define RKV_SLOT_SIZE_BITS 12
 #define RKV_SLOT_FP_BITS 8
-#define RKV_SLOT_VER_BITS 9
+#define RKV_SLOT_VER_BITS 8
 
 #define RKV_SLOT_SIZE_SHIFT RKV_SLOT_OFF_BITS
 #define RKV_SLOT_FP_SHIFT (RKV_SLOT_SIZE_SHIFT + RKV_SLOT_SIZE_BITS)
 #define RKV_SLOT_VER_SHIFT (RKV_SLOT_FP_SHIFT + RKV_SLOT_FP_BITS)
-#define RKV_SLOT_LOCK_SHIFT (RKV_SLOT_VER_SHIFT + RKV_SLOT_VER_BITS)
+#define RKV_SLOT_TENT_SHIFT (RKV_SLOT_VER_SHIFT + RKV_SLOT_VER_BITS)
+#define RKV_SLOT_TENT (1ull << RKV_SLOT_TENT_SHIFT)
+#define RKV_SLOT_LOCK_SHIFT (RKV_SLOT_TENT_SHIFT + 1)
 #define RKV_SLOT_LOCK (1ull << RKV_SLOT_LOCK_SHIFT)
 
 _Static_assert(RKV_SLOT_LOCK_SHIFT == 63, "slot fields fill 64 bits");
@@ -88,7 +92,8 @@ struct rkv_block_hdr {
 	uint16_t flags;    /* RKV_BLOCK_F_* */
 	uint32_t val_len;  /* 0..RKV_MAX_VALUE */
 	uint32_t writer;   /* client id of the writer */
-	uint32_t pad;
+	uint32_t grant;    /* id of the chunk grant the block was carved
+			    * from: a BLOCK_RETURN names it (server/space.c) */
 	uint64_t version;  /* per-key version: rmw and push add one */
 };
 _Static_assert(sizeof(struct rkv_block_hdr) == RKV_BLOCK_HDR_SIZE,
@@ -144,6 +149,13 @@ static inline int rkv_slot_empty(uint64_t s)
 	return s == 0;
 }
 
+/* An insert in progress: the block is written, the key is not yet visible
+ * to readers (see docs/DESIGN.md §6). */
+static inline int rkv_slot_tentative(uint64_t s)
+{
+	return (s & RKV_SLOT_TENT) != 0;
+}
+
 /* The same block, version bumped, unlocked. */
 static inline uint64_t rkv_slot_bump(uint64_t s)
 {
@@ -152,7 +164,8 @@ static inline uint64_t rkv_slot_bump(uint64_t s)
 			     rkv_slot_fp(s), rkv_slot_version(s) + 1);
 }
 
-/* Whether two slot words name the same block (lock and version ignored). */
+/* Whether two slot words name the same block (lock, tentative mark and
+ * version ignored). */
 static inline int rkv_slot_same_block(uint64_t a, uint64_t b)
 {
 	const uint64_t m = (1ull << RKV_SLOT_VER_SHIFT) - 1;
@@ -178,7 +191,7 @@ static inline uint32_t rkv_block_size(size_t key_len, size_t val_len)
  */
 uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 			  const void *val, size_t val_len, uint32_t writer,
-			  uint64_t version);
+			  uint32_t grant, uint64_t version);
 
 /*
  * Check a block read from the data region: the header's lengths fit in

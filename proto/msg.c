@@ -156,9 +156,11 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 	}
 	case RKV_MSG_CHUNK_ALLOC:
 		F32(c, dir, m->u.chunk_alloc.bytes);
+		F32(c, dir, m->u.chunk_alloc.min_bytes);
 		break;
 	case RKV_MSG_CHUNK_GRANT:
 		F32(c, dir, m->u.chunk_grant.status);
+		F32(c, dir, m->u.chunk_grant.grant);
 		F64(c, dir, m->u.chunk_grant.offset);
 		F64(c, dir, m->u.chunk_grant.len);
 		break;
@@ -171,6 +173,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		for (uint32_t i = 0; i < r->count; i++) {
 			F64(c, dir, r->ext[i].offset);
 			F32(c, dir, r->ext[i].len);
+			F32(c, dir, r->ext[i].grant);
 		}
 		break;
 	}

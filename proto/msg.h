@@ -12,9 +12,10 @@
  *                                    <-    HELLO_REPLY (status, client id,
  *                                          index/data addresses, rkeys,
  *                                          geometry, lease, grace)
- *     CHUNK_ALLOC (bytes)            ->
- *                                    <-    CHUNK_GRANT (status, offset, len)
- *     BLOCK_RETURN (extents)         ->    (freed after the grace period)
+ *     CHUNK_ALLOC (bytes, min_bytes) ->
+ *                                    <-    CHUNK_GRANT (status, offset, len,
+ *                                          grant id)
+ *     BLOCK_RETURN (extents + grant) ->    (freed after the grace period)
  *                                    <-    ACK (status)
  *     CHUNK_RETIRE (offset, len)     ->    (chunk no longer held)
  *                                    <-    ACK (status)
@@ -47,7 +48,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 1u
+#define RKV_PROTO_VERSION 2u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -110,19 +111,35 @@ struct rkv_msg_hello_reply {
 	uint32_t counters_count; /* 8-byte words */
 };
 
+/*
+ * A chunk of bytes (0: the server's chunk size); when no free run that
+ * long exists the server grants the longest it finds of at least
+ * min_bytes (0: bytes), so a fragmented region is used to its end.
+ */
 struct rkv_msg_chunk_alloc {
 	uint32_t bytes;       /* multiple of 64; 0 = server's chunk size */
+	uint32_t min_bytes;   /* multiple of 64; 0 = bytes */
 };
 
 struct rkv_msg_chunk_grant {
-	int32_t status;       /* 0 or -ENOSPC / -EPERM */
+	int32_t status;       /* 0, -ENOSPC, -EBUSY (full, but space waits for
+			       * its grace period: ask again), -EPERM */
+	uint32_t grant;       /* grant id: unique per server run, never 0 */
 	uint64_t offset;      /* data-region offset, 64-byte aligned */
 	uint64_t len;
 };
 
+/*
+ * A block (or chunk tail) handed back.  grant is the id of the grant it
+ * was carved from (the block header's grant field): the server frees it
+ * only while those units still belong to that grant, so a late or
+ * repeated return can never free space that was reclaimed and granted
+ * again (server/space.c).
+ */
 struct rkv_extent {
 	uint64_t offset;      /* data-region offset, 64-byte aligned */
 	uint32_t len;         /* multiple of 64, <= RKV_MAX_BLOCK */
+	uint32_t grant;
 };
 
 #define RKV_BLOCK_RETURN_MAX 250 /* extents per message */

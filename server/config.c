@@ -10,7 +10,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +55,7 @@ static const struct cfg_row g_rows[] = {
 	{ "memory", T_SIZE, FIELD(memory), 0, 4096,
 	  (int64_t)RKV_MAX_DATA_REGION, F_ALIGN64, "256M", "SIZE",
 	  "data region bytes (K/M/G/T suffixes)" },
-	{ "buckets", T_U64, FIELD(buckets), 0, 2, 1ll << 32, F_POW2, NULL, "N",
+	{ "buckets", T_U64, FIELD(buckets), 0, 1, 1ll << 32, F_POW2, NULL, "N",
 	  "index buckets of 8 slots, a power of two (default: from --capacity)" },
 	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, "1000000",
 	  "KEYS", "keys the index holds at 75% load (sizes --buckets)" },
@@ -82,6 +84,26 @@ static const struct cfg_row g_rows[] = {
 	{ "rotate-rkeys", T_U64, FIELD(rotate_s), 0, 0, 86400, 0, "0", "SECONDS",
 	  "register the regions anew and hand clients new rkeys this often; "
 	  "0: never" },
+	{ "max-handshakes", T_U64, FIELD(max_handshakes), 0, 0, 1 << 20, 0,
+	  "0", "N",
+	  "tcp/shm: connections accepted whose transport HELLO has not come;"
+	  " beyond, the oldest is closed (0: min(1024, fd limit / 2))" },
+	{ "max-handshakes-per-peer", T_U64, FIELD(max_handshakes_peer), 0, 1,
+	  1 << 20, 0, "64", "N",
+	  "tcp: such connections from one peer address (beyond: its oldest "
+	  "is closed)" },
+	{ "shm-mode", T_STR, FIELD(shm_mode_s), CAP(shm_mode_s), 0, 0, 0,
+	  "0600", "MODE",
+	  "shm: mode of the socket file, octal (who may connect, with "
+	  "--shm-group)" },
+	{ "shm-group", T_STR, FIELD(shm_group), CAP(shm_group), 0, 0, 0, NULL,
+	  "GROUP",
+	  "shm: group of the socket file; its members may connect (with "
+	  "--shm-mode 0660)" },
+	{ "shm-allow-uid", T_STR, FIELD(shm_allow), CAP(shm_allow), 0, 0, 0,
+	  NULL, "USERS",
+	  "shm: users (uids or names, comma-separated, at most 8) who may "
+	  "connect besides root and the server's own" },
 	{ "device", T_STR, FIELD(device), CAP(device), 0, 0, 0, NULL, "NAME",
 	  "verbs: RDMA device (default: first with an active port)" },
 	{ "port", T_I64, FIELD(port), 0, 0, 255, 0, "0", "N",
@@ -294,6 +316,8 @@ void rkv_srv_config_init(struct rkv_srv_config *cfg)
 	cfg->nbuckets = cfg->buckets ? cfg->buckets
 				     : rkv_srv_buckets_for(cfg->capacity);
 	cfg->data_gpu = -1;
+	cfg->shm_mode = 0600;
+	cfg->shm_gid = -1;
 }
 
 int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
@@ -320,9 +344,74 @@ static int is_set(const struct rkv_srv_config *cfg, const char *name)
 	return r && (cfg->set_mask & (1u << (r - g_rows)));
 }
 
+/* A user or group: a decimal id, or a name looked up; -1 if neither. */
+static int64_t id_of(const char *s, int group)
+{
+	uint64_t v;
+
+	if (!parse_u64(s, &v))
+		return v < UINT32_MAX ? (int64_t)v : -1;
+	if (group) {
+		const struct group *g = getgrnam(s);
+
+		return g ? (int64_t)g->gr_gid : -1;
+	}
+	const struct passwd *pw = getpwnam(s);
+
+	return pw ? (int64_t)pw->pw_uid : -1;
+}
+
+/* --shm-mode, --shm-group, --shm-allow-uid into their derived fields. */
+static int shm_finish(struct rkv_srv_config *cfg, char *err, size_t errlen)
+{
+	char list[sizeof(cfg->shm_allow)], *tok, *save = NULL;
+	char *end;
+	unsigned long mode;
+
+	errno = 0;
+	mode = strtoul(cfg->shm_mode_s, &end, 8);
+	if (errno || !cfg->shm_mode_s[0] || *end || mode > 0777) {
+		rkv_msgf(err, errlen,
+			 "--shm-mode: '%s' is not an octal mode (0 to 0777)",
+			 cfg->shm_mode_s);
+		return -EINVAL;
+	}
+	cfg->shm_mode = (unsigned)mode;
+	cfg->shm_gid = -1;
+	if (cfg->shm_group[0]) {
+		int64_t g = id_of(cfg->shm_group, 1);
+
+		if (g < 0) {
+			rkv_msgf(err, errlen, "--shm-group: no group '%s'",
+				 cfg->shm_group);
+			return -EINVAL;
+		}
+		cfg->shm_gid = (int)g;
+	}
+	cfg->shm_nuids = 0;
+	memcpy(list, cfg->shm_allow, sizeof(list));
+	for (tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int64_t u = id_of(tok, 0);
+
+		if (u < 0 || cfg->shm_nuids == RKV_TP_SHM_UIDS) {
+			rkv_msgf(err, errlen,
+				 u < 0 ? "--shm-allow-uid: no user '%s'"
+				       : "--shm-allow-uid: more than 8 users "
+					 "('%s')",
+				 tok);
+			return -EINVAL;
+		}
+		cfg->shm_uids[cfg->shm_nuids++] = (uint32_t)u;
+	}
+	return 0;
+}
+
 int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 			  size_t errlen)
 {
+	int rc;
+
 	char a[32], b[32];
 
 	if (is_set(cfg, "buckets") && is_set(cfg, "capacity")) {
@@ -330,6 +419,9 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 			 "--buckets and --capacity size the same index: give one");
 		return -EINVAL;
 	}
+	rc = shm_finish(cfg, err, errlen);
+	if (rc)
+		return rc;
 	if (strcmp(cfg->data_memory, "host") == 0) {
 		cfg->data_gpu = -1;
 	} else if (strcmp(cfg->data_memory, "gpu") == 0) {
@@ -458,6 +550,9 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 				*field ? field
 				       : r->off == FIELD(secret_file)
 						 ? "(none: any client is served)"
+				       : r->off == FIELD(shm_group) ||
+						 r->off == FIELD(shm_allow)
+						 ? "(none)"
 						 : "(auto)");
 			break;
 		case T_SIZE:

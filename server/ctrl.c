@@ -32,10 +32,13 @@
  * closes that connection only.  Offsets and lengths of BLOCK_RETURN and
  * CHUNK_RETIRE are checked against the region and the space state.
  *
- * Client death (error completion, dead endpoint, malformed message): the
- * chunks it still held become orphans and rkv_space_rebuild moves their
- * unused units to the grace queue, keeping what the index names and what
- * other clients hold.
+ * Client death (error completion, dead endpoint, malformed message) or a
+ * departure: a reclaim pass (rkv_space_reclaim, at most every
+ * RKV_CTRL_RECLAIM_MS) moves every allocated unit that the index does not
+ * name and no live client holds to the grace queue: the chunks the client
+ * held, and the blocks it unlinked but had not returned yet.  A grant that
+ * finds no room, or leaves little, asks for one too.  Returns that arrive
+ * after that are refused by their grant id (server/space.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -151,55 +154,54 @@ err_free_conn:
 	return rc;
 }
 
-/* Orphaned chunks of a closed client: give their unused units back. */
-static void rebuild(struct rkv_srv *srv, const struct rkv_srv_conn *dead,
-		    uint64_t now_ms)
+/* Everything allocated that nobody names or holds goes to grace. */
+static void reclaim(struct rkv_srv *srv, uint64_t now_ms, const char *why)
 {
 	struct rkv_space_extent *keep = NULL;
 	size_t nkeep = 0, cap = 0;
 	uint64_t freed = 0, t0 = rkv_now_ns();
-	char w[256];
 	int rc;
 
+	srv->reclaim_due = 0;
+	srv->last_reclaim_ms = now_ms;
 	for (uint32_t i = 0; i < srv->nslots; i++)
-		if (srv->conns[i] && srv->conns[i] != dead)
+		if (srv->conns[i])
 			cap += srv->conns[i]->nchunks;
 	if (cap) {
 		keep = rkv_malloc(cap * sizeof(*keep));
 		if (!keep) {
 			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-				"%s: no memory for the rebuild: %zu chunks "
-				"stay allocated",
-				who(dead, w, sizeof(w)), dead->nchunks);
+				"no memory for a reclaim pass: space stays "
+				"allocated until the next one");
+			srv->reclaim_due = 1;
 			return;
 		}
 		for (uint32_t i = 0; i < srv->nslots; i++) {
 			const struct rkv_srv_conn *o = srv->conns[i];
 
-			if (!o || o == dead || !o->nchunks)
+			if (!o || !o->nchunks)
 				continue;
 			memcpy(keep + nkeep, o->chunks,
 			       o->nchunks * sizeof(*keep));
 			nkeep += o->nchunks;
 		}
 	}
-	rc = rkv_space_rebuild(srv->space, dead->chunks, dead->nchunks, keep,
-			       nkeep, srv->index_mem,
+	rc = rkv_space_reclaim(srv->space, keep, nkeep, srv->index_mem,
 			       srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET, now_ms,
 			       &freed);
 	rkv_free(keep);
-	if (rc)
+	if (rc) {
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"%s: rebuild incomplete: %s", who(dead, w, sizeof(w)),
-			strerror(-rc));
+			"reclaim incomplete: %s", strerror(-rc));
+		srv->reclaim_due = 1;
+	}
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
-		"rebuild after %s: %zu orphan chunks, %" PRIu64
+		"reclaim (%s): %zu chunks held, %" PRIu64
 		" bytes to grace, %.1f ms",
-		who(dead, w, sizeof(w)), dead->nchunks, freed,
-		(double)(rkv_now_ns() - t0) / 1e6);
+		why, nkeep, freed, (double)(rkv_now_ns() - t0) / 1e6);
 }
 
-/* Close and free a connection; its chunks become orphans (rebuild). */
+/* Close and free a connection; a reclaim pass gives back what it held. */
 static void conn_close(struct rkv_srv_conn *c, uint64_t now_ms, int do_rebuild,
 		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -237,8 +239,10 @@ static void conn_close(struct rkv_srv_conn *c, uint64_t now_ms, int do_rebuild,
 		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "%s closed: %s",
 			who(c, w, sizeof(w)), why);
 	}
-	if (c->nchunks && do_rebuild)
-		rebuild(srv, c, now_ms);
+	/* a writer may have held chunks or blocks it unlinked and had not
+	 * returned yet: the next reclaim pass frees them */
+	if (do_rebuild && c->client_id && !c->read_only)
+		srv->reclaim_due = 1;
 	srv->conns[c->slot] = NULL;
 	srv->nconns--;
 	rkv_mr_dereg(c->mr);
@@ -267,6 +271,9 @@ int rkv_srv_ctrl_accept(struct rkv_srv *srv, uint64_t now_ms)
 
 		if (rc == -ETIMEDOUT || rc == -EAGAIN)
 			break;
+		if (rc == -EACCES)
+			continue; /* a peer the transport refused (shm: its
+				   * uid); the next may be a client */
 		if (rc) {
 			if (rkv_srv_warn_ok(srv, now_ms))
 				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
@@ -329,6 +336,9 @@ void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms)
 			 now_ms - c->since_ms > RKV_CTRL_LINGER_MS)
 			conn_close(c, now_ms, 1, "final reply not completed");
 	}
+	if (srv->reclaim_due &&
+	    now_ms - srv->last_reclaim_ms >= RKV_CTRL_RECLAIM_MS)
+		reclaim(srv, now_ms, "clients left");
 	rkv_srv_rotate_tick(srv, now_ms);
 }
 
@@ -473,16 +483,22 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 		r->counters_rkey = srv->ctr_mr->rkey;
 		r->counters_count = (uint32_t)srv->cfg.counters;
 	}
+	/* Before the reply goes out: the client maps our regions (shm) as
+	 * soon as it has it.  Cannot fail for an endpoint we accepted. */
+	rkv_ep_grant(c->ep, c->read_only ? RKV_GRANT_READ : RKV_GRANT_WRITE);
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "%s connected%s (%u clients)",
 		who(c, w, sizeof(w)), c->read_only ? " read-only" : "",
 		srv->nclients);
 }
 
-static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m)
+static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m,
+			   uint64_t now_ms)
 {
 	struct rkv_srv *srv = c->srv;
 	struct rkv_msg_chunk_grant *g = &srv->rep.u.chunk_grant;
-	uint64_t bytes = m->u.chunk_alloc.bytes, off;
+	uint64_t bytes = m->u.chunk_alloc.bytes, min = m->u.chunk_alloc.min_bytes;
+	uint64_t off, len;
+	struct rkv_space_stats st;
 
 	memset(g, 0, sizeof(*g));
 	if (!bytes)
@@ -491,7 +507,8 @@ static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m)
 		g->status = -EPERM;
 		return;
 	}
-	if (bytes % RKV_BLOCK_ALIGN || bytes > RKV_SRV_CHUNK_MAX) {
+	if (bytes % RKV_BLOCK_ALIGN || bytes > RKV_SRV_CHUNK_MAX ||
+	    min % RKV_BLOCK_ALIGN || min > bytes) {
 		g->status = -EINVAL;
 		return;
 	}
@@ -511,12 +528,30 @@ static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m)
 		c->chunks = p;
 		c->chunks_cap = cap;
 	}
-	g->status = rkv_space_grant(srv->space, bytes, &off);
+	g->status = rkv_space_grant(srv->space, bytes, min, &off, &len,
+				    &g->grant);
+	if (g->status == -ENOSPC &&
+	    now_ms - srv->last_reclaim_ms >= RKV_CTRL_RECLAIM_MS)
+		reclaim(srv, now_ms, "no room for a chunk");
+	if (g->status == -ENOSPC) {
+		/* full now; if what waits for its grace period could hold
+		 * the block, the client asks again shortly */
+		rkv_space_get_stats(srv->space, &st);
+		if (st.grace >= (min ? min : bytes))
+			g->status = -EBUSY;
+	}
 	if (g->status)
 		return;
-	c->chunks[c->nchunks++] = (struct rkv_space_extent){ off, bytes };
+	c->chunks[c->nchunks++] = (struct rkv_space_extent){ off, len };
+	rkv_log(RKV_LOG_DEBUG, RKV_SRV_COMP, "grant %u [%" PRIu64 ", +%" PRIu64
+		") to client %u", g->grant, off, len, c->client_id);
+	/* the new chunk is held now: a reclaim pass keeps it */
+	rkv_space_get_stats(srv->space, &st);
+	if (st.free < st.len / 16 &&
+	    now_ms - srv->last_reclaim_ms >= RKV_CTRL_RECLAIM_MS)
+		reclaim(srv, now_ms, "little room left");
 	g->offset = off;
-	g->len = bytes;
+	g->len = len;
 }
 
 static void do_block_return(struct rkv_srv_conn *c, const struct rkv_msg *m,
@@ -534,10 +569,24 @@ static void do_block_return(struct rkv_srv_conn *c, const struct rkv_msg *m,
 	}
 	for (uint32_t i = 0; i < br->count; i++) {
 		rc = rkv_space_return(srv->space, br->ext[i].offset,
-				      br->ext[i].len, now_ms);
+				      br->ext[i].len, br->ext[i].grant, now_ms);
 		if (rc == -ENOMEM) {
 			srv->rep.u.ack.status = rc;
 			return;
+		}
+		if (rc == 0)
+			rkv_log(RKV_LOG_DEBUG, RKV_SRV_COMP,
+				"%s: return [%" PRIu64 ", +%u) of grant %u",
+				who(c, w, sizeof(w)), br->ext[i].offset,
+				br->ext[i].len, br->ext[i].grant);
+		if (rc == -ESTALE) {
+			/* late or repeated: a reclaim pass already freed it */
+			rkv_log(RKV_LOG_DEBUG, RKV_SRV_COMP,
+				"%s: stale return [%" PRIu64 ", +%u) of grant "
+				"%u ignored", who(c, w, sizeof(w)),
+				br->ext[i].offset, br->ext[i].len,
+				br->ext[i].grant);
+			continue;
 		}
 		if (rc) {
 			srv->bad_extents++;
@@ -547,9 +596,7 @@ static void do_block_return(struct rkv_srv_conn *c, const struct rkv_msg *m,
 					", +%u) ignored: %s",
 					who(c, w, sizeof(w)), br->ext[i].offset,
 					br->ext[i].len,
-					rc == -EALREADY
-						? "not allocated (duplicate)"
-						: "invalid");
+					"invalid");
 		}
 	}
 }
@@ -806,7 +853,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		break;
 	case RKV_MSG_CHUNK_ALLOC:
 		init_rep(srv, RKV_MSG_CHUNK_GRANT, m->hdr.req_id);
-		do_chunk_alloc(c, m);
+		do_chunk_alloc(c, m, now_ms);
 		break;
 	case RKV_MSG_BLOCK_RETURN:
 		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);

@@ -165,6 +165,16 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	opts.max_unexpected = (unsigned)cfg->max_inflight + RKV_CTRL_SENDS;
 	opts.max_unexpected_bytes =
 		(size_t)opts.max_unexpected * RKV_MSG_MAX;
+	opts.max_handshakes = (unsigned)cfg->max_handshakes;
+	opts.max_handshakes_per_peer = (unsigned)cfg->max_handshakes_peer;
+	/* shm: nothing of ours reaches a peer before ctrl.c grants it (after
+	 * HELLO, and the secret's proof when one is set); only the users
+	 * --shm-mode/--shm-group/--shm-allow-uid name may connect */
+	opts.accept_grant = RKV_GRANT_NONE;
+	opts.shm_mode = cfg->shm_mode;
+	opts.shm_gid = cfg->shm_gid;
+	opts.shm_nuids = cfg->shm_nuids;
+	memcpy(opts.shm_uids, cfg->shm_uids, sizeof(opts.shm_uids));
 	rc = rkv_tp_create(&opts, &srv->tp);
 	if (rc) {
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,

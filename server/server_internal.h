@@ -64,8 +64,17 @@ struct rkv_srv_config {
 	int64_t port;                   /* verbs port; 0 chooses */
 	int64_t gid_index;              /* verbs GID index; -1 chooses */
 	int64_t log_level;              /* enum rkv_log_level */
+	uint64_t max_handshakes;        /* tcp/shm: 0 = from the fd limit */
+	uint64_t max_handshakes_peer;   /* tcp: per peer address */
+	char shm_mode_s[8];             /* --shm-mode, octal */
+	char shm_group[64];             /* --shm-group: name or gid; "" none */
+	char shm_allow[256];            /* --shm-allow-uid: uids or names */
 	/* derived by rkv_srv_config_parse */
 	uint64_t nbuckets;              /* effective bucket count */
+	unsigned shm_mode;              /* socket file mode */
+	int shm_gid;                    /* -1: none */
+	unsigned shm_nuids;
+	uint32_t shm_uids[RKV_TP_SHM_UIDS];
 	int data_gpu;                   /* -1: host; else CUDA device index */
 	unsigned set_mask;              /* bit i: row i given on the CLI */
 	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: no auth */
@@ -144,10 +153,14 @@ struct rkv_space_stats {
 	uint64_t free;         /* neither granted nor in grace */
 	uint64_t grace;        /* waiting for the grace period */
 	uint64_t grants;       /* chunks granted */
+	uint64_t short_grants; /* granted shorter than asked (fragmented) */
 	uint64_t returns;      /* extents accepted by rkv_space_return */
-	uint64_t bad_returns;  /* extents refused (invalid or duplicate) */
-	uint64_t rebuilds;
-	uint64_t rebuilt_bytes; /* bytes moved to grace by rebuilds */
+	uint64_t bad_returns;  /* extents refused as invalid */
+	uint64_t stale_returns; /* refused: already free, in grace, or
+				 * reclaimed and granted again (late or
+				 * repeated returns) */
+	uint64_t rebuilds;     /* reclaim passes */
+	uint64_t rebuilt_bytes; /* bytes moved to grace by reclaim passes */
 };
 
 /*
@@ -157,31 +170,53 @@ struct rkv_space_stats {
 int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out);
 void rkv_space_destroy(struct rkv_space *sp);
 /*
- * Grant a contiguous free run of bytes (multiple of 64, > 0), next-fit.
- * Returns 0 with *offset, -EINVAL, -ENOSPC.
+ * Grant a contiguous free run of bytes (multiple of 64, > 0), next-fit;
+ * when no run that long is free, the longest free run of at least
+ * min_bytes (0: bytes; capped at bytes).  *offset, *len: what was
+ * granted; *grant: a new grant id (never 0), which owns those units from
+ * now on.  Returns 0, -EINVAL, -ENOSPC, -ENOMEM.
  */
-int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t *offset);
+int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t min_bytes,
+		    uint64_t *offset, uint64_t *len, uint32_t *grant);
 /*
- * An unlinked block comes back: [offset, offset+len) goes to the grace
- * queue, stamped now_ms.  Returns 0; -EINVAL when misaligned, outside the
- * region, empty or over RKV_MAX_BLOCK; -EALREADY when some unit is not
- * currently allocated (free, or already in grace: a duplicate).
+ * An extent carved from grant comes back (unlinked, never published, or a
+ * chunk's unused tail): it waits grace_ms, then is free.  Accepted only
+ * when every unit is allocated, not in grace, and still owned by grant;
+ * anything else changes nothing: -EINVAL (outside the region, misaligned,
+ * too long), -ESTALE (a late or repeated return: the units are free, in
+ * grace, or were reclaimed and granted again).  -ENOMEM.
  */
 int rkv_space_return(struct rkv_space *sp, uint64_t offset, uint64_t len,
-		     uint64_t now_ms);
-/* Free every grace entry older than grace_ms.  Returns bytes freed. */
+		     uint32_t grant, uint64_t now_ms);
+/* Free what finished its grace period by now_ms (bounded work per call).
+ * Returns the bytes freed. */
 uint64_t rkv_space_tick(struct rkv_space *sp, uint64_t now_ms);
 /*
- * Rebuild after a client died: every allocated unit inside the orphan
- * chunks that is neither named by a slot of the index (live) nor inside a
- * chunk still held by a live client (keep) goes to the grace queue.
- * Returns 0 with *freed (bytes moved to grace), or -ENOMEM.
+ * Reclaim: every allocated unit that no slot names (slots: the index,
+ * nslots words, read with atomic loads), that is not in grace and that no
+ * keep extent covers (the chunks live clients hold: they may carve and
+ * publish there) goes to the grace queue.  Such a unit can never become
+ * named again (only blocks of held chunks get published), so this frees
+ * what dead clients held and what a pending return would free, whatever
+ * happens to that return later (refused: -ESTALE).  *freed: bytes moved
+ * to grace.  Returns 0 or -ENOMEM.
  */
-int rkv_space_rebuild(struct rkv_space *sp,
-		      const struct rkv_space_extent *orphans, size_t norphans,
+int rkv_space_reclaim(struct rkv_space *sp,
 		      const struct rkv_space_extent *keep, size_t nkeep,
 		      const uint64_t *slots, uint64_t nslots, uint64_t now_ms,
 		      uint64_t *freed);
+/* State of the unit holding byte offset (tests and invariant checks). */
+enum rkv_space_unit {
+	RKV_SPACE_FREE = 0,
+	RKV_SPACE_ALLOC,
+	RKV_SPACE_GRACE,
+};
+enum rkv_space_unit rkv_space_unit_state(const struct rkv_space *sp,
+					 uint64_t offset);
+/* Grant id owning the unit at offset (0: none since start). */
+uint32_t rkv_space_owner(const struct rkv_space *sp, uint64_t offset);
+/* Recount the bitmaps and compare with the counters: 0 or -EFAULT. */
+int rkv_space_check(const struct rkv_space *sp);
 void rkv_space_get_stats(const struct rkv_space *sp,
 			 struct rkv_space_stats *st);
 
@@ -197,6 +232,7 @@ void rkv_space_get_stats(const struct rkv_space *sp,
 #define RKV_CTRL_ERR_WAIT_MS 20  /* dead endpoint: wait for its completion */
 #define RKV_CTRL_WC 32            /* completions per CQ poll */
 #define RKV_CTRL_WARN_PER_S 10    /* warn lines per second, then suppressed */
+#define RKV_CTRL_RECLAIM_MS 50    /* reclaim passes at most this often */
 _Static_assert(RKV_CTRL_RECVS_MAX + RKV_CTRL_SENDS <= 256,
 	       "buffer index: 8 bits");
 _Static_assert(RKV_CTRL_SENDS <= 32, "send slots fit the busy mask");
@@ -282,6 +318,9 @@ struct rkv_srv {
 	uint64_t warn_suppressed;
 	/* data-region memory backend: host or GPU (server.c; opaque here) */
 	struct rkv_srv_datamem *datamem;
+	/* reclaim passes (ctrl.c) */
+	int reclaim_due;          /* a writer left since the last pass */
+	uint64_t last_reclaim_ms;
 	/* rkey rotation (rotate.c): registrations being retired */
 	struct rkv_srv_rotation *rot;
 	/* scratch messages (a BLOCK_RETURN is ~4 KiB) */

@@ -18,15 +18,21 @@
  * grace_ms.  Entries are appended with non-decreasing stamps, so the queue
  * is ordered by expiry and rkv_space_tick only looks at its head.
  *
- * A return is accepted only when every unit is allocated and none is in
- * grace; anything else is a duplicate (the same block returned twice, or a
- * block the rebuild below already freed) and is refused without changing
- * state.
+ * Every grant gets an id (never 0, unique per run) and owns its units
+ * until a later grant covers them; the owner map is a sorted array of
+ * boundaries (first unit, grant id), at most two per grant still on it.
+ * A return names the grant its block was carved from (the block header
+ * carries it) and is accepted only when every unit is allocated, not in
+ * grace, and still owned by that grant.  Anything else changes nothing: a
+ * return that comes late (after a reclaim freed the units, even after
+ * they were granted again) or twice can never free space that live
+ * values occupy.
  *
- * Rebuild after a client death: the dead client's orphan chunks may hold
- * blocks it carved but never published, or published blocks still named by
- * the index.  Every allocated unit of an orphan chunk that no slot names and
- * no live client's held chunk covers goes to the grace queue.
+ * Reclaim (after a client's death, or when a grant finds no room): every
+ * allocated unit that no slot names and no live client's held chunk
+ * covers goes to the grace queue.  Only blocks of held chunks are ever
+ * published, so such a unit stays unnamed; a pending return for it,
+ * delivered later, is refused by the rule above.
  *
  * Nothing here reads a clock: callers pass now_ms (unit tests use a fake).
  */
@@ -45,6 +51,11 @@ struct gentry {
 	uint64_t expire_ms; /* free at or after this time */
 };
 
+struct bnd {
+	uint64_t unit;      /* first unit of a run owned by ... */
+	uint32_t grant;     /* ... this grant (0: none) */
+};
+
 struct rkv_space {
 	uint64_t len;         /* bytes */
 	uint64_t units;
@@ -57,6 +68,9 @@ struct rkv_space {
 	uint64_t grace_units;
 	struct gentry *q;     /* grace FIFO: q[qhead..qtail) */
 	size_t qhead, qtail, qcap;
+	struct bnd *b;        /* owner map: sorted by unit, b[0].unit == 0 */
+	size_t nb, bcap;
+	uint32_t next_grant;
 	struct rkv_space_stats st;
 };
 
@@ -154,10 +168,18 @@ int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out)
 	sp->grace = rkv_calloc(sp->nwords, sizeof(uint64_t));
 	if (!sp->grace)
 		goto err_free_alloc;
+	sp->b = rkv_calloc(16, sizeof(*sp->b));
+	if (!sp->b)
+		goto err_free_grace;
+	sp->bcap = 16;
+	sp->nb = 1; /* b[0] = { 0, 0 }: nobody owns anything yet */
+	sp->next_grant = 1;
 	sp->st.len = len;
 	*out = sp;
 	return 0;
 
+err_free_grace:
+	rkv_free(sp->grace);
 err_free_alloc:
 	rkv_free(sp->alloc);
 err_free_sp:
@@ -170,9 +192,76 @@ void rkv_space_destroy(struct rkv_space *sp)
 	if (!sp)
 		return;
 	rkv_free(sp->q);
+	rkv_free(sp->b);
 	rkv_free(sp->grace);
 	rkv_free(sp->alloc);
 	rkv_free(sp);
+}
+
+/* ----------------------------------------------------------- owner map */
+
+/* Index of the boundary that owns unit u: the last one with unit <= u. */
+static size_t bnd_find(const struct rkv_space *sp, uint64_t u)
+{
+	size_t lo = 0, hi = sp->nb; /* b[lo].unit <= u < b[hi].unit */
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (sp->b[mid].unit <= u)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Units [a, a + n) belong to grant g from now on. */
+static int set_owner(struct rkv_space *sp, uint64_t a, uint64_t n, uint32_t g)
+{
+	uint64_t end = a + n;
+	uint32_t g_end = end < sp->units ? sp->b[bnd_find(sp, end)].grant : 0;
+	size_t lo = bnd_find(sp, a), hi;
+	struct bnd ins[2];
+	size_t nins = 0;
+
+	if (sp->b[lo].unit < a)
+		lo++;                      /* keep the run that starts before a */
+	hi = end < sp->units ? bnd_find(sp, end) + 1 : sp->nb; /* drop [lo,hi) */
+	ins[nins++] = (struct bnd){ .unit = a, .grant = g };
+	if (end < sp->units)
+		ins[nins++] = (struct bnd){ .unit = end, .grant = g_end };
+	if (sp->nb - (hi - lo) + nins > sp->bcap) {
+		size_t cap = sp->bcap * 2;
+		struct bnd *b = rkv_realloc(sp->b, cap * sizeof(*b));
+
+		if (!b)
+			return -ENOMEM;
+		sp->b = b;
+		sp->bcap = cap;
+	}
+	memmove(sp->b + lo + nins, sp->b + hi, (sp->nb - hi) * sizeof(*sp->b));
+	memcpy(sp->b + lo, ins, nins * sizeof(*ins));
+	sp->nb = sp->nb - (hi - lo) + nins;
+	return 0;
+}
+
+/* Whether grant g owns every unit of [u, u + n). */
+static int owned_by(const struct rkv_space *sp, uint64_t u, uint64_t n,
+		    uint32_t g)
+{
+	for (size_t i = bnd_find(sp, u); i < sp->nb && sp->b[i].unit < u + n;
+	     i++)
+		if (sp->b[i].grant != g)
+			return 0;
+	return 1;
+}
+
+uint32_t rkv_space_owner(const struct rkv_space *sp, uint64_t offset)
+{
+	if (offset >= sp->len)
+		return 0;
+	return sp->b[bnd_find(sp, offset / UNIT)].grant;
 }
 
 /* --------------------------------------------------------------- grant */
@@ -197,26 +286,67 @@ static uint64_t find_run(const struct rkv_space *sp, uint64_t lo, uint64_t hi,
 	return UINT64_MAX;
 }
 
-int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t *offset)
+/* The longest free run (at most cap units); its length, 0 when none. */
+static uint64_t longest_run(const struct rkv_space *sp, uint64_t cap,
+			    uint64_t *at)
 {
-	uint64_t n, at;
+	uint64_t best = 0, p = 0;
 
-	if (bytes == 0 || bytes % UNIT || bytes > sp->len)
+	while (p < sp->units && best < cap) {
+		uint64_t z = find_bit(sp->alloc, p, sp->units, 0);
+		uint64_t o;
+
+		if (z >= sp->units)
+			break;
+		o = find_bit(sp->alloc, z, sp->units, 1);
+		if (o - z > best) {
+			best = o - z;
+			*at = z;
+		}
+		p = o;
+	}
+	return best < cap ? best : cap;
+}
+
+int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t min_bytes,
+		    uint64_t *offset, uint64_t *len, uint32_t *grant)
+{
+	uint64_t n, at = UINT64_MAX, min;
+	int rc;
+
+	if (bytes == 0 || bytes % UNIT || bytes > sp->len || min_bytes % UNIT)
 		return -EINVAL;
 	n = bytes / UNIT;
-	if (n > sp->free_units)
+	min = min_bytes && min_bytes < bytes ? min_bytes / UNIT : n;
+	if (min > sp->free_units)
 		return -ENOSPC;
 	/* next fit: from the cursor to the end, then from the start */
-	at = find_run(sp, sp->cursor, sp->units, n);
-	if (at == UINT64_MAX && sp->cursor > 0)
-		at = find_run(sp, 0, sp->cursor, n);
+	if (n <= sp->free_units) {
+		at = find_run(sp, sp->cursor, sp->units, n);
+		if (at == UINT64_MAX && sp->cursor > 0)
+			at = find_run(sp, 0, sp->cursor, n);
+	}
+	if (at == UINT64_MAX && min < n) {
+		/* fragmented: the longest run will do if the block fits */
+		n = longest_run(sp, n, &at);
+		if (n < min)
+			return -ENOSPC;
+		sp->st.short_grants++;
+	}
 	if (at == UINT64_MAX)
 		return -ENOSPC;
+	rc = set_owner(sp, at, n, sp->next_grant);
+	if (rc)
+		return rc;
+	*grant = sp->next_grant++;
+	if (sp->next_grant == 0)
+		sp->next_grant = 1;
 	range_set(sp->alloc, at, n);
 	sp->free_units -= n;
 	sp->cursor = at + n < sp->units ? at + n : 0;
 	sp->st.grants++;
 	*offset = at * UNIT;
+	*len = n * UNIT;
 	return 0;
 }
 
@@ -249,7 +379,7 @@ static int q_push(struct rkv_space *sp, uint64_t unit, uint64_t n,
 }
 
 int rkv_space_return(struct rkv_space *sp, uint64_t offset, uint64_t len,
-		     uint64_t now_ms)
+		     uint32_t grant, uint64_t now_ms)
 {
 	uint64_t u, n;
 	int rc;
@@ -261,9 +391,10 @@ int rkv_space_return(struct rkv_space *sp, uint64_t offset, uint64_t len,
 	}
 	u = offset / UNIT;
 	n = len / UNIT;
-	if (!range_all(sp->alloc, u, n) || range_any(sp->grace, u, n)) {
-		sp->st.bad_returns++;
-		return -EALREADY;
+	if (!grant || !range_all(sp->alloc, u, n) ||
+	    range_any(sp->grace, u, n) || !owned_by(sp, u, n, grant)) {
+		sp->st.stale_returns++;
+		return -ESTALE;
 	}
 	rc = q_push(sp, u, n, now_ms);
 	if (rc)
@@ -293,7 +424,7 @@ uint64_t rkv_space_tick(struct rkv_space *sp, uint64_t now_ms)
 	return freed;
 }
 
-/* ------------------------------------------------------------- rebuild */
+/* ------------------------------------------------------------- reclaim */
 
 /* Clip a byte extent to the region, in units; 0 when nothing is left. */
 static uint64_t clip(const struct rkv_space *sp, uint64_t off, uint64_t len,
@@ -328,7 +459,7 @@ static void mark_live(uint64_t off, uint32_t len, void *arg)
 }
 
 /*
- * First unit in [from, to) that is (val = 1) or is not (val = 0) a rebuild
+ * First unit in [from, to) that is (val = 1) or is not (val = 0) a reclaim
  * candidate: allocated, not in grace, not live.  Word at a time.
  */
 static uint64_t find_cand(const struct rkv_space *sp, const uint64_t *live,
@@ -351,48 +482,79 @@ static uint64_t find_cand(const struct rkv_space *sp, const uint64_t *live,
 	return to;
 }
 
-int rkv_space_rebuild(struct rkv_space *sp,
-		      const struct rkv_space_extent *orphans, size_t norphans,
+int rkv_space_reclaim(struct rkv_space *sp,
 		      const struct rkv_space_extent *keep, size_t nkeep,
 		      const uint64_t *slots, uint64_t nslots, uint64_t now_ms,
 		      uint64_t *freed)
 {
 	struct mark_ctx m = { .sp = sp };
-	uint64_t total = 0;
+	uint64_t total = 0, p = 0;
 	int rc = 0;
 
 	*freed = 0;
 	m.bm = rkv_calloc(sp->nwords, sizeof(uint64_t));
 	if (!m.bm)
 		return -ENOMEM;
-	rkv_srv_index_scan(slots, nslots, mark_live, &m);
+	/* what is held first: a block published after the scan read its
+	 * slot lies in a held chunk */
 	for (size_t i = 0; i < nkeep; i++) {
 		uint64_t u, n = clip(sp, keep[i].offset, keep[i].len, &u);
 
 		if (n)
 			range_set(m.bm, u, n);
 	}
-	for (size_t i = 0; i < norphans && rc == 0; i++) {
-		uint64_t u, n = clip(sp, orphans[i].offset, orphans[i].len, &u);
-		uint64_t p = u, end = u + n;
+	rkv_srv_index_scan(slots, nslots, mark_live, &m);
+	while (p < sp->units && rc == 0) {
+		uint64_t start = find_cand(sp, m.bm, p, sp->units, 1);
+		uint64_t stop = find_cand(sp, m.bm, start, sp->units, 0);
 
-		while (p < end && rc == 0) {
-			uint64_t start = find_cand(sp, m.bm, p, end, 1);
-			uint64_t stop = find_cand(sp, m.bm, start, end, 0);
-
-			if (start == end)
-				break;
-			rc = q_push(sp, start, stop - start, now_ms);
-			if (rc == 0)
-				total += (stop - start) * UNIT;
-			p = stop;
-		}
+		if (start == sp->units)
+			break;
+		rc = q_push(sp, start, stop - start, now_ms);
+		if (rc == 0)
+			total += (stop - start) * UNIT;
+		p = stop;
 	}
 	rkv_free(m.bm);
 	sp->st.rebuilds++;
 	sp->st.rebuilt_bytes += total;
 	*freed = total;
 	return rc;
+}
+
+enum rkv_space_unit rkv_space_unit_state(const struct rkv_space *sp,
+					 uint64_t offset)
+{
+	uint64_t u = offset / UNIT;
+
+	if (offset >= sp->len || !(sp->alloc[u / 64] >> (u % 64) & 1))
+		return RKV_SPACE_FREE;
+	return (sp->grace[u / 64] >> (u % 64) & 1) ? RKV_SPACE_GRACE :
+						     RKV_SPACE_ALLOC;
+}
+
+int rkv_space_check(const struct rkv_space *sp)
+{
+	uint64_t nalloc = 0, ngrace = 0, inq = 0;
+
+	for (uint64_t w = 0; w < sp->nwords; w++) {
+		if (sp->grace[w] & ~sp->alloc[w])
+			return -EFAULT; /* in grace but not allocated */
+		nalloc += (uint64_t)__builtin_popcountll(sp->alloc[w]);
+		ngrace += (uint64_t)__builtin_popcountll(sp->grace[w]);
+	}
+	for (size_t i = sp->qhead; i < sp->qtail; i++)
+		inq += sp->q[i].n;
+	if (sp->units - nalloc != sp->free_units || ngrace != sp->grace_units ||
+	    inq != ngrace)
+		return -EFAULT;
+	if (sp->nb == 0 || sp->b[0].unit != 0)
+		return -EFAULT;
+	for (size_t i = 1; i < sp->nb; i++)
+		if (sp->b[i].unit <= sp->b[i - 1].unit ||
+		    sp->b[i].unit >= sp->units)
+			return -EFAULT;
+	return 0;
 }
 
 void rkv_space_get_stats(const struct rkv_space *sp,

@@ -13,18 +13,37 @@
  *   compare with the cached key -> bounds and access -> the access.
  *
  * Deregistration clears the key word, so every later access fails at once.
- * The initiator maps a memfd the first time an rkey needs it, asking the
- * peer over the endpoint's unix socket (MAP_REQ; the fd comes back by
- * SCM_RIGHTS, read-only unless some MR of that memfd allows remote write
- * or atomics), and caches the mapping per endpoint.
+ * The initiator maps the peer's MR table and each memfd the first time an
+ * rkey needs it, asking the peer over the endpoint's unix socket (MAP_REQ;
+ * the fd comes back by SCM_RIGHTS) and caches the mappings per endpoint.
  *
- * The unix socket (abstract name "rkv-shm-NAME") also carries SEND/RECV and
- * the handshake.  So that rkv_cq_poll needs no syscall when nothing
- * arrived, each connection shares a page of two doorbell counters: a sender
- * bumps the peer's counter after every write to the socket, and the poller
- * reads its socket only when its counter moved - or every ~1 ms, which is
- * how a dead peer (EOF) is noticed even while only one-sided traffic runs.
- * Passive endpoints are served by the context's transport thread as on tcp.
+ * What a peer gets is the endpoint's grant (rkv_ep_grant): an accepted
+ * endpoint starts at opts.accept_grant (rkv-server: NONE until the client
+ * authenticated), a connected one at WRITE.  NONE answers every MAP_REQ
+ * with an error, so nothing of this process's memory - table, descriptor,
+ * mapping - reaches the peer; READ hands out only read-only descriptors
+ * (a new O_RDONLY open of the memfd: no writable mapping can be made from
+ * it, nor mprotect'ed writable), never for GPU memory; WRITE hands a
+ * writable descriptor of a memfd some live MR allows remote write or
+ * atomics on.  Exported memfds are mode 0400, so a peer of another uid
+ * cannot reopen its read-only fd through /proc/self/fd writable; the MR
+ * table is also sealed F_SEAL_FUTURE_WRITE after we mapped it, so nobody
+ * (root included) can map it writable.
+ *
+ * The unix socket is a file, $RKV_SHM_DIR/NAME (default /run/rkv/NAME),
+ * made with opts.shm_mode (0600) and opts.shm_gid before it listens; an
+ * accepted peer whose SO_PEERCRED is not admitted (root, our euid,
+ * opts.shm_uids, opts.shm_gid) is closed before anything is sent to it.
+ * The socket also carries SEND/RECV and the handshake: the connector's
+ * HELLO carries one fd, its doorbell page (sealed, with its protocol word,
+ * SHM_PROTO, at byte 128), the acceptor writes its own word at byte 192
+ * and answers HELLO_ACK with no fd at all.  So that rkv_cq_poll needs no
+ * syscall when nothing arrived, the doorbell page holds two counters: a
+ * sender bumps the peer's counter after every write to the socket, and the
+ * poller reads its socket only when its counter moved - or every ~1 ms,
+ * which is how a dead peer (EOF) is noticed even while only one-sided
+ * traffic runs.  Passive endpoints are served by the context's transport
+ * thread as on tcp.
  *
  * GPU regions (rkv_tp_mem_alloc_gpu): the memory is cudaMalloc'ed and its
  * "memfd" is a small sealed descriptor (struct shm_gpu_desc: CUDA IPC
@@ -41,14 +60,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -59,6 +81,25 @@
 #define SHM_MAX_MEMS 65535u
 #define SHM_CHECK_NS 1000000ull /* socket check period while idle */
 #define SHM_DB_PAGE 4096
+/* The doorbell page: u64 words [0] connector -> acceptor writes, [8]
+ * acceptor -> connector (next cache line), [16] the connector's protocol
+ * word, [24] the acceptor's. */
+#define SHM_DB_PROTO_C 16
+#define SHM_DB_PROTO_A 24
+/* "RKVS" and the shm handshake version.  1: tables in the handshake;
+ * 2: no fd from the acceptor, the table by MAP_REQ after a grant. */
+#define SHM_PROTO ((0x53564b52ull << 32) | 2u)
+/* MAP_REQ arg0 naming the MR table instead of a memfd. */
+#define SHM_MEMID_TABLE 0xffffffffull
+#define SHM_DIR_DEFAULT "/run/rkv"
+#define SHM_EXPORT_MODE 0400 /* of every memfd a peer may receive */
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
 
 struct shm_mem {
 	int fd;       /* -1 once freed (ids are never reused); GPU: the
@@ -81,13 +122,24 @@ struct shm_gpu_desc {
 	uint8_t handle[RKV_CUDA_IPC_BYTES];
 };
 
+/* A socket file we listen on (unlinked by the listener's destroy). */
+struct shm_lis {
+	struct shm_lis *next;
+	struct rkv_listener *l;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t dev;
+	ino_t ino;
+	pid_t pid;  /* the process that bound it */
+};
+
 struct shm_tp {
 	struct sw_tp sw;
 	int tab_fd;              /* memfd of the MR table */
 	struct sw_mrent *tab;
-	pthread_mutex_t mem_lock; /* guards mems */
+	pthread_mutex_t mem_lock; /* guards mems and lis */
 	struct shm_mem *mems;
 	unsigned nmems, mems_cap;
+	struct shm_lis *lis;
 };
 
 /* Initiator's cache of one peer rkey. */
@@ -114,7 +166,10 @@ struct shm_credit {
 };
 
 struct shm_ep {
-	const struct sw_mrent *peer_tab; /* read-only mapping */
+	int grant;                       /* atomic: enum rkv_grant */
+	bool refusal_logged;             /* a MAP_REQ was refused (ep->lock) */
+	const struct sw_mrent *peer_tab; /* read-only mapping; NULL until the
+					  * first one-sided WR fetches it */
 	uint64_t *db;                    /* doorbell page */
 	uint64_t *db_tx, *db_rx;
 	uint64_t db_seen;
@@ -157,20 +212,39 @@ static struct shm_ep *sep_get(struct sw_ep *ep)
 		if (!se)
 			return NULL;
 		se->map_fd = -1;
+		se->grant = ep->passive ? (int)ep->tp->base.opts.accept_grant
+					: RKV_GRANT_WRITE;
 		ep->prov = se;
 	}
 	return se;
 }
 
+static int shm_ep_grant(struct rkv_ep *bep, enum rkv_grant grant)
+{
+	struct sw_ep *ep = container_of(bep, struct sw_ep, base);
+	struct shm_ep *se;
+
+	pthread_mutex_lock(&ep->lock);
+	se = sep_get(ep);
+	if (se)
+		__atomic_store_n(&se->grant, (int)grant, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&ep->lock);
+	return se ? 0 : -ENOMEM;
+}
+
 /* ------------------------------------------------------------- memory */
-static int new_memfd(const char *name, size_t len)
+/* A memfd of len bytes that can never shrink or grow (a peer that maps it
+ * cannot take SIGBUS); with seal_all no other seal can be added later. */
+static int new_memfd(const char *name, size_t len, bool seal_all)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)len) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | (seal_all ? F_SEAL_SEAL : 0)) ||
+	    fchmod(fd, SHM_EXPORT_MODE)) {
 		int rc = -errno;
 
 		close(fd);
@@ -216,7 +290,7 @@ static int shm_mem_alloc(struct rkv_tp *btp, size_t len, void **out)
 	void *p;
 	int fd, rc;
 
-	fd = new_memfd("rkv-shm", plen);
+	fd = new_memfd("rkv-shm", plen, true);
 	if (fd < 0)
 		return fd;
 	p = mmap(NULL, plen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -354,7 +428,8 @@ static int shm_mem_alloc_gpu(struct rkv_tp *btp, int gpu, size_t len,
 	if (fd < 0 ||
 	    pwrite(fd, &d, sizeof(d), 0) != (ssize_t)sizeof(d) ||
 	    fcntl(fd, F_ADD_SEALS,
-		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) ||
+	    fchmod(fd, SHM_EXPORT_MODE)) {
 		rc = -errno;
 		goto close_fd;
 	}
@@ -408,17 +483,16 @@ static int map_fd(int fd, bool rw, size_t want, void **out, size_t *len)
 	struct stat st;
 	void *p;
 
+	int seals;
+
 	if (fstat(fd, &st))
 		return -errno;
 	if (st.st_size <= 0 || (want && (size_t)st.st_size != want))
 		return -EPROTO;
 	/* A peer that could shrink the file could make us take SIGBUS. */
-	if (!want) {
-		int seals = fcntl(fd, F_GET_SEALS);
-
-		if (seals < 0 || !(seals & F_SEAL_SHRINK))
-			return -EPROTO;
-	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EPROTO;
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ | (rw ? PROT_WRITE : 0),
 		 MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
@@ -428,49 +502,74 @@ static int map_fd(int fd, bool rw, size_t want, void **out, size_t *len)
 	return 0;
 }
 
+/*
+ * The connector's HELLO carries its doorbell page (our memory, so nothing
+ * of the acceptor's); the acceptor's HELLO_ACK carries nothing: its table
+ * and memory go out only by MAP_REQ, under the endpoint's grant.
+ */
 static int shm_hello_fds(struct sw_tp *tp, struct sw_ep *ep, bool connector,
 			 int *fds, bool *close_after, unsigned *nfds)
 {
-	struct shm_tp *t = shm_of(tp);
 	struct shm_ep *se = sep_get(ep);
-	int tfd;
+	void *p;
+	size_t l;
+	int dfd, rc;
 
+	(void)tp;
 	if (!se)
 		return -ENOMEM;
-	tfd = reopen_ro(t->tab_fd);
-	if (tfd < 0)
-		tfd = dup(t->tab_fd);
-	if (tfd < 0)
-		return -errno;
-	fds[0] = tfd;
+	*nfds = 0;
+	if (!connector)
+		return 0;
+	dfd = new_memfd("rkv-shm-db", SHM_DB_PAGE, true);
+	if (dfd < 0)
+		return dfd;
+	rc = map_fd(dfd, true, SHM_DB_PAGE, &p, &l);
+	if (rc) {
+		close(dfd);
+		return rc;
+	}
+	se->db = p;
+	se->db_tx = &se->db[0];
+	se->db_rx = &se->db[8];
+	__atomic_store_n(&se->db[SHM_DB_PROTO_C], SHM_PROTO, __ATOMIC_RELEASE);
+	fds[0] = dfd;
 	close_after[0] = true;
 	*nfds = 1;
-	if (connector) {
-		/* The doorbell page: [0] counts connector -> acceptor writes,
-		 * [8] (next cache line) acceptor -> connector. */
-		int dfd = new_memfd("rkv-shm-db", SHM_DB_PAGE);
-		void *p;
-		size_t l;
-		int rc;
-
-		if (dfd < 0) {
-			close(tfd);
-			return dfd;
-		}
-		rc = map_fd(dfd, true, SHM_DB_PAGE, &p, &l);
-		if (rc) {
-			close(dfd);
-			close(tfd);
-			return rc;
-		}
-		se->db = p;
-		se->db_tx = &se->db[0];
-		se->db_rx = &se->db[8];
-		fds[1] = dfd;
-		close_after[1] = true;
-		*nfds = 2;
-	}
 	return 0;
+}
+
+/* Whether the peer on an accepted socket may connect (SO_PEERCRED: as of
+ * its connect); -EACCES, logged, if not. */
+static int peer_admitted(struct sw_ep *ep)
+{
+	const struct rkv_tp_opts *o = &ep->tp->base.opts;
+	struct ucred cr;
+	socklen_t sl = sizeof(cr);
+
+	if (getsockopt(ep->fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl))
+		return -errno;
+	if (cr.uid == 0 || cr.uid == geteuid())
+		return 0;
+	for (unsigned i = 0; i < o->shm_nuids; i++)
+		if (cr.uid == o->shm_uids[i])
+			return 0;
+	if (o->shm_gid >= 0) {
+		gid_t g[NGROUPS_MAX > 1024 ? 1024 : NGROUPS_MAX];
+
+		if (cr.gid == (gid_t)o->shm_gid)
+			return 0;
+		sl = sizeof(g);
+		if (getsockopt(ep->fd, SOL_SOCKET, SO_PEERGROUPS, g, &sl) == 0)
+			for (size_t i = 0; i < sl / sizeof(g[0]); i++)
+				if (g[i] == (gid_t)o->shm_gid)
+					return 0;
+	}
+	rkv_log(RKV_LOG_WARN, "shm",
+		"%s: peer pid %d uid %u gid %u is not admitted, closing",
+		ep->base.peer, (int)cr.pid, (unsigned)cr.uid,
+		(unsigned)cr.gid);
+	return -EACCES;
 }
 
 static int shm_ep_setup(struct sw_ep *ep, const int *fds, unsigned nfds)
@@ -482,20 +581,18 @@ static int shm_ep_setup(struct sw_ep *ep, const int *fds, unsigned nfds)
 
 	if (!se)
 		return -ENOMEM;
-	if (nfds < (ep->passive ? 2u : 1u)) {
-		rkv_log(RKV_LOG_WARN, "shm", "%s: handshake without descriptors",
-			ep->base.peer);
-		return -EPROTO;
-	}
-	rc = map_fd(fds[0], false, SW_MRTAB_BYTES, &p, &l);
-	if (rc) {
-		rkv_log(RKV_LOG_WARN, "shm", "%s: bad MR table descriptor",
-			ep->base.peer);
-		return rc;
-	}
-	se->peer_tab = p;
 	if (ep->passive) {
-		rc = map_fd(fds[1], true, SHM_DB_PAGE, &p, &l);
+		rc = peer_admitted(ep);
+		if (rc)
+			return rc;
+		if (nfds != 1) {
+			rkv_log(RKV_LOG_WARN, "shm",
+				"%s: handshake with %u descriptors, not 1 "
+				"(a peer of an older shm protocol?)",
+				ep->base.peer, nfds);
+			return -EPROTO;
+		}
+		rc = map_fd(fds[0], true, SHM_DB_PAGE, &p, &l);
 		if (rc) {
 			rkv_log(RKV_LOG_WARN, "shm",
 				"%s: bad doorbell descriptor", ep->base.peer);
@@ -504,6 +601,23 @@ static int shm_ep_setup(struct sw_ep *ep, const int *fds, unsigned nfds)
 		se->db = p;
 		se->db_tx = &se->db[8];
 		se->db_rx = &se->db[0];
+		if (__atomic_load_n(&se->db[SHM_DB_PROTO_C],
+				    __ATOMIC_ACQUIRE) != SHM_PROTO) {
+			rkv_log(RKV_LOG_WARN, "shm",
+				"%s: peer speaks another shm protocol",
+				ep->base.peer);
+			return -EPROTO;
+		}
+		__atomic_store_n(&se->db[SHM_DB_PROTO_A], SHM_PROTO,
+				 __ATOMIC_RELEASE);
+	} else if (nfds ||
+		   __atomic_load_n(&se->db[SHM_DB_PROTO_A], __ATOMIC_ACQUIRE) !=
+			   SHM_PROTO) {
+		rkv_log(RKV_LOG_WARN, "shm",
+			"%s: the acceptor speaks another shm protocol "
+			"(an older rkv?)",
+			ep->base.peer);
+		return -EPROTO;
 	}
 	se->cr = rkv_calloc(ep->sq_cap, sizeof(*se->cr));
 	if (!se->cr)
@@ -599,18 +713,36 @@ static int shm_frame(struct sw_ep *ep, const struct sw_hdr *h)
 	if (h->type == SW_F_MAP_REQ) {
 		struct sw_hdr r = { .type = SW_F_MAP_RESP, .seq = h->seq,
 				    .key = RKV_WC_REM_ACCESS_ERR };
+		int grant = __atomic_load_n(&se->grant, __ATOMIC_ACQUIRE);
 		int fd = -1;
 
-		pthread_mutex_lock(&t->mem_lock);
-		if (h->arg0 < t->nmems && t->mems[h->arg0].fd >= 0) {
-			int mfd = t->mems[h->arg0].fd;
+		if (h->arg0 == SHM_MEMID_TABLE) {
+			if (grant != RKV_GRANT_NONE && !h->arg1)
+				fd = reopen_ro(t->tab_fd);
+		} else if (grant != RKV_GRANT_NONE) {
+			pthread_mutex_lock(&t->mem_lock);
+			if (h->arg0 < t->nmems && t->mems[h->arg0].fd >= 0 &&
+			    (grant == RKV_GRANT_WRITE ||
+			     (t->mems[h->arg0].gpu < 0 && !h->arg1))) {
+				int mfd = t->mems[h->arg0].fd;
 
-			if (h->arg1 && memid_writable(ep->tp, (unsigned)h->arg0))
-				fd = dup(mfd);
-			else
-				fd = reopen_ro(mfd);
+				if (!h->arg1)
+					fd = reopen_ro(mfd);
+				else if (memid_writable(ep->tp,
+							(unsigned)h->arg0))
+					fd = dup(mfd);
+			}
+			pthread_mutex_unlock(&t->mem_lock);
 		}
-		pthread_mutex_unlock(&t->mem_lock);
+		if (fd < 0 && !se->refusal_logged) {
+			se->refusal_logged = true;
+			rkv_log(RKV_LOG_WARN, "shm",
+				"%s: refused a %s mapping of %s (grant %s)",
+				ep->base.peer, h->arg1 ? "writable" : "read-only",
+				h->arg0 == SHM_MEMID_TABLE ? "the MR table"
+							   : "a region",
+				rkv_grant_str((enum rkv_grant)grant));
+		}
 		if (fd >= 0) {
 			if (sw_ep_tx_fd(ep, fd, true))
 				close(fd);
@@ -637,7 +769,6 @@ static int shm_frame(struct sw_ep *ep, const struct sw_hdr *h)
 	return 0;
 }
 
-/* Map the peer's memfd memid (read-write if rw); returns a WC status. */
 /*
  * Open GPU memory from its descriptor fd: the owner's pointer in the same
  * process, else its IPC handle on the local device with the same PCI id.
@@ -680,30 +811,17 @@ static int gpu_open(struct sw_ep *ep, int fd, uint8_t **dev, size_t *len,
 	return 0;
 }
 
-static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
-		   bool rw, bool gpu, uint8_t **base, size_t *len, int *dgpu)
+/*
+ * Ask the peer for the descriptor of its memfd memid (SHM_MEMID_TABLE: its
+ * MR table), writable if rw, and wait for it; returns a WC status with *fd
+ * (the caller closes it) on success.
+ */
+static int map_req(struct sw_ep *ep, struct shm_ep *se, uint64_t memid,
+		   bool rw, int *fdp)
 {
-	struct shm_map *m;
 	uint64_t deadline;
-	void *p;
-	size_t l;
-	int fd, st, rc, g = -1;
-	bool ipc = false;
+	int fd, st;
 
-	if (memid < se->nmaps) {
-		m = &se->maps[memid];
-		if (gpu && m->dev) {
-			*base = m->dev;
-			*len = m->dev_len;
-			*dgpu = m->gpu;
-			return RKV_WC_SUCCESS;
-		}
-		if (!gpu && (m->rw || (!rw && m->ro))) {
-			*base = m->rw ? m->rw : m->ro;
-			*len = m->rw ? m->rw_len : m->ro_len;
-			return RKV_WC_SUCCESS;
-		}
-	}
 	pthread_mutex_lock(&ep->lock);
 	if (ep->base.state != RKV_EP_CONNECTED || ep->closed) {
 		pthread_mutex_unlock(&ep->lock);
@@ -761,6 +879,58 @@ static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
 			close(fd);
 		return RKV_WC_REM_ACCESS_ERR;
 	}
+	*fdp = fd;
+	return RKV_WC_SUCCESS;
+}
+
+/* Map the peer's MR table (once per endpoint); returns a WC status. */
+static int tab_get(struct sw_ep *ep, struct shm_ep *se)
+{
+	void *p;
+	size_t l;
+	int fd, st, rc;
+
+	st = map_req(ep, se, SHM_MEMID_TABLE, false, &fd);
+	if (st != RKV_WC_SUCCESS)
+		return st;
+	rc = map_fd(fd, false, SW_MRTAB_BYTES, &p, &l);
+	close(fd);
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, "shm", "%s: bad MR table descriptor: %s",
+			ep->base.peer, strerror(-rc));
+		return RKV_WC_REM_ACCESS_ERR;
+	}
+	se->peer_tab = p;
+	return RKV_WC_SUCCESS;
+}
+
+/* Map the peer's memfd memid (read-write if rw); returns a WC status. */
+static int map_get(struct sw_ep *ep, struct shm_ep *se, unsigned memid,
+		   bool rw, bool gpu, uint8_t **base, size_t *len, int *dgpu)
+{
+	struct shm_map *m;
+	void *p;
+	size_t l;
+	int fd, st, rc, g = -1;
+	bool ipc = false;
+
+	if (memid < se->nmaps) {
+		m = &se->maps[memid];
+		if (gpu && m->dev) {
+			*base = m->dev;
+			*len = m->dev_len;
+			*dgpu = m->gpu;
+			return RKV_WC_SUCCESS;
+		}
+		if (!gpu && (m->rw || (!rw && m->ro))) {
+			*base = m->rw ? m->rw : m->ro;
+			*len = m->rw ? m->rw_len : m->ro_len;
+			return RKV_WC_SUCCESS;
+		}
+	}
+	st = map_req(ep, se, memid, rw, &fd);
+	if (st != RKV_WC_SUCCESS)
+		return st;
 	if (gpu) {
 		uint8_t *dp = NULL;
 
@@ -929,6 +1099,11 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	    sw_mrtab_check_local(&ep->tp->mrt, wr->local, wr->length,
 				 wr->lkey, wr->opcode != RKV_WR_WRITE, &lgpu))
 		return RKV_WC_LOC_PROT_ERR;
+	if (!se->peer_tab) {
+		st = tab_get(ep, se);
+		if (st != RKV_WC_SUCCESS)
+			return st;
+	}
 	k = __atomic_load_n(&se->peer_tab[idx].key, __ATOMIC_ACQUIRE);
 	if (!se->rc || se->rc[idx].key != k) {
 		st = rc_fill(ep, se, idx, wr->rkey, k);
@@ -1060,40 +1235,153 @@ static int shm_post(struct rkv_ep *bep, struct rkv_wr *wr, struct rkv_wr **bad)
 }
 
 /* ------------------------------------------------------------- sockets */
-static socklen_t un_addr(const char *name, struct sockaddr_un *sa)
+static const char *shm_dir(void)
+{
+	const char *d = getenv("RKV_SHM_DIR");
+
+	return d && *d ? d : SHM_DIR_DEFAULT;
+}
+
+/* The socket file of shm:///name; -ENAMETOOLONG when it does not fit. */
+static int un_addr(const char *name, struct sockaddr_un *sa, socklen_t *sl)
 {
 	int n;
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	/* Abstract namespace: sun_path[0] stays '\0'. */
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "rkv-shm-%s",
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", shm_dir(),
 		     name);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-			   (size_t)n);
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	*sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n +
+			  1);
+	return 0;
+}
+
+/* Bind fd to sa; a socket file nobody listens on (a dead process's) is
+ * replaced, anything else is left alone (-EADDRINUSE). */
+static int bind_path(int fd, const struct sockaddr_un *sa, socklen_t sl)
+{
+	struct stat st;
+	int probe, rc;
+
+	if (!bind(fd, (const struct sockaddr *)sa, sl))
+		return 0;
+	if (errno != EADDRINUSE)
+		return -errno;
+	if (lstat(sa->sun_path, &st) || !S_ISSOCK(st.st_mode))
+		return -EADDRINUSE;
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return -errno;
+	rc = connect(probe, (const struct sockaddr *)sa, sl) ? -errno : 0;
+	close(probe);
+	if (rc != -ECONNREFUSED)
+		return -EADDRINUSE;
+	if (unlink(sa->sun_path) && errno != ENOENT)
+		return -EADDRINUSE;
+	return bind(fd, (const struct sockaddr *)sa, sl) ? -errno : 0;
 }
 
 static int shm_listen(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 		      struct rkv_listener **out)
 {
 	struct sw_tp *tp = container_of(btp, struct sw_tp, base);
+	struct shm_tp *t = shm_of(tp);
+	const struct rkv_tp_opts *o = &btp->opts;
 	struct sockaddr_un sa;
-	socklen_t sl = un_addr(a->name, &sa);
+	struct shm_lis *li;
+	struct stat st;
+	socklen_t sl;
 	char addr[128];
+	const char *why = "bind";
 	int fd, rc;
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sl) || listen(fd, 128)) {
-		rc = -errno;
-		rkv_log(RKV_LOG_WARN, "shm", "listen on shm:///%s: %s",
-			a->name, strerror(-rc));
-		close(fd);
+	rc = un_addr(a->name, &sa, &sl);
+	if (rc)
 		return rc;
+	li = rkv_calloc(1, sizeof(*li));
+	if (!li)
+		return -ENOMEM;
+	if (mkdir(shm_dir(), 0755) && errno != EEXIST) {
+		rc = -errno;
+		rkv_log(RKV_LOG_WARN, "shm",
+			"listen on shm:///%s: cannot make %s: %s (set "
+			"RKV_SHM_DIR to a directory of yours)",
+			a->name, shm_dir(), strerror(-rc));
+		goto free_li;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		goto free_li;
+	}
+	rc = bind_path(fd, &sa, sl);
+	if (rc)
+		goto close_fd;
+	/* Nobody can connect before listen(): set who may, first. */
+	why = "chmod/chown";
+	if (chmod(sa.sun_path, o->shm_mode) ||
+	    (o->shm_gid >= 0 && chown(sa.sun_path, (uid_t)-1,
+				      (gid_t)o->shm_gid)) ||
+	    lstat(sa.sun_path, &st)) {
+		rc = -errno;
+		goto unlink_path;
+	}
+	why = "listen";
+	if (listen(fd, 128)) {
+		rc = -errno;
+		goto unlink_path;
 	}
 	snprintf(addr, sizeof(addr), "shm:///%s", a->name);
-	return sw_listener_create(tp, fd, addr, out);
+	rc = sw_listener_create(tp, fd, addr, out);
+	if (rc)
+		goto unlink_path;
+	memcpy(li->path, sa.sun_path, sizeof(li->path));
+	li->dev = st.st_dev;
+	li->ino = st.st_ino;
+	li->pid = getpid();
+	li->l = *out;
+	pthread_mutex_lock(&t->mem_lock);
+	li->next = t->lis;
+	t->lis = li;
+	pthread_mutex_unlock(&t->mem_lock);
+	return 0;
+
+unlink_path:
+	unlink(sa.sun_path);
+close_fd:
+	rkv_log(RKV_LOG_WARN, "shm", "listen on shm:///%s (%s): %s: %s",
+		a->name, sa.sun_path, why, strerror(-rc));
+	close(fd);
+free_li:
+	rkv_free(li);
+	return rc;
+}
+
+static void shm_listener_destroy(struct rkv_listener *bl)
+{
+	struct sw_listener *l = container_of(bl, struct sw_listener, base);
+	struct shm_tp *t = shm_of(l->tp);
+	struct shm_lis **pp, *li = NULL;
+	struct stat st;
+
+	pthread_mutex_lock(&t->mem_lock);
+	for (pp = &t->lis; *pp; pp = &(*pp)->next) {
+		if ((*pp)->l == bl) {
+			li = *pp;
+			*pp = li->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->mem_lock);
+	/* Only the binder removes the file, and only while it is ours (a
+	 * forked child's copy, or a successor's socket, stays). */
+	if (li && li->pid == getpid() && !lstat(li->path, &st) &&
+	    st.st_dev == li->dev && st.st_ino == li->ino)
+		unlink(li->path);
+	rkv_free(li);
+	sw_listener_destroy(bl);
 }
 
 static int shm_connect(struct rkv_tp *btp, const struct rkv_tp_addr *a,
@@ -1105,20 +1393,23 @@ static int shm_connect(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 								: timeout_ms) *
 						   1000000ull;
 	struct sockaddr_un sa;
-	socklen_t sl = un_addr(a->name, &sa);
+	socklen_t sl;
 	char peer[128];
-	int fd, left;
+	int fd, left, rc;
 
+	rc = un_addr(a->name, &sa, &sl);
+	if (rc)
+		return rc;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* A full backlog answers EAGAIN: retry until the deadline. */
 	while (connect(fd, (struct sockaddr *)&sa, sl)) {
-		int rc = -errno;
+		rc = -errno;
 
 		if (rc != -EAGAIN && rc != -EINTR) {
 			close(fd);
-			return rc;
+			return rc == -ENOENT ? -ECONNREFUSED : rc;
 		}
 		if (timeout_ms >= 0 && rkv_now_ns() >= deadline) {
 			close(fd);
@@ -1158,7 +1449,7 @@ static int shm_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 
 	if (!t)
 		return -ENOMEM;
-	t->tab_fd = new_memfd("rkv-shm-mrtab", SW_MRTAB_BYTES);
+	t->tab_fd = new_memfd("rkv-shm-mrtab", SW_MRTAB_BYTES, false);
 	if (t->tab_fd < 0) {
 		rc = t->tab_fd;
 		goto free_t;
@@ -1170,6 +1461,11 @@ static int shm_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 		goto close_tab;
 	}
 	t->tab = p;
+	/* Ours stays the only writable mapping there will ever be. */
+	if (fcntl(t->tab_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)) {
+		rc = -errno;
+		goto unmap_tab;
+	}
 	if (pthread_mutex_init(&t->mem_lock, NULL)) {
 		rc = -ENOMEM;
 		goto unmap_tab;
@@ -1199,6 +1495,12 @@ static void shm_destroy(struct rkv_tp *btp)
 	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
 
 	sw_tp_fini(&t->sw);
+	while (t->lis) { /* listeners not destroyed: forget, keep the file */
+		struct shm_lis *li = t->lis;
+
+		t->lis = li->next;
+		rkv_free(li);
+	}
 	for (unsigned i = 0; i < t->nmems; i++) {
 		if (t->mems[i].fd < 0)
 			continue;
@@ -1231,10 +1533,11 @@ const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.cq_poll = sw_cq_poll,
 	.cq_wait = sw_cq_wait,
 	.listen = shm_listen,
-	.listener_destroy = sw_listener_destroy,
+	.listener_destroy = shm_listener_destroy,
 	.accept = sw_accept,
 	.connect = shm_connect,
 	.ep_destroy = sw_ep_destroy,
 	.post = shm_post,
 	.post_recv = sw_ep_post_recv,
+	.ep_grant = shm_ep_grant,
 };

@@ -374,6 +374,20 @@ struct sw_gpu {
 	unsigned next;                       /* buffer the next copy uses */
 };
 
+#define SW_PEER_BUCKETS 256
+
+struct sw_peer;
+struct sw_pend;
+
+/* A list of handshakes, oldest first, through one of their sw_plinks. */
+struct sw_plink {
+	struct sw_pend *prev, *next;
+};
+struct sw_plist {
+	struct sw_pend *head, *tail;
+	unsigned n;
+};
+
 struct sw_tp {
 	struct rkv_tp base;
 	const struct sw_prov *prov;
@@ -392,10 +406,36 @@ struct sw_tp {
 	void *prov_data;
 	pthread_mutex_t gpu_lock;  /* guards creation of gpu[] entries */
 	struct sw_gpu *gpu[SW_GPU_MAX]; /* by device; NULL until used */
+	/* Connections in the handshake (accepted, HELLO not yet read), all
+	 * guarded by thr_lock; sw_tp.c explains the caps. */
+	struct sw_plist hs;        /* all of them, in accept order */
+	unsigned hs_max;           /* total cap (opts or from the fd limit) */
+	unsigned hs_peer_max;      /* cap per peer address */
+	unsigned hs_room;          /* cap learned from EMFILE, until: */
+	uint64_t hs_room_until;    /* ns; 0: none learned */
+	struct sw_peer *peers[SW_PEER_BUCKETS]; /* addresses in hs_* */
+	int reserve_fd;            /* closed to accept-and-close at EMFILE */
+	uint64_t hs_evicted;       /* handshakes closed by a cap */
+	uint64_t accept_shed;      /* connections closed at accept */
+	uint64_t flog_ns;          /* flood log limiter: window start */
+	unsigned flog_n;           /* lines in the window */
+	uint64_t flog_dropped;     /* lines suppressed */
+};
+
+/* A peer address with connections in the handshake (tcp only). */
+struct sw_peer {
+	struct sw_peer *next;      /* hash chain */
+	uint8_t addr[16];          /* IPv4 (and v4-mapped v6): first 4 */
+	uint8_t v6;
+	uint16_t bucket;           /* index in tp->peers */
+	struct sw_plist pends;     /* its connections in the handshake */
 };
 
 struct sw_pend {
-	struct sw_pend *next;
+	struct sw_pend *next;      /* listener's ready queue */
+	struct sw_plink hs;        /* in tp->hs */
+	struct sw_plink pr;        /* in pe->pends */
+	struct sw_peer *pe;        /* NULL: no address (unix) */
 	struct sw_listener *l;
 	int fd;
 	uint64_t handle;
@@ -412,6 +452,8 @@ struct sw_listener {
 	struct sw_tp *tp;
 	int fd;
 	uint64_t handle;
+	bool paused;               /* out of epoll after an accept error */
+	uint64_t resume_ns;        /* until then (thr_lock) */
 	pthread_mutex_t lock;      /* guards the ready queue */
 	pthread_cond_t cond;
 	struct sw_pend *ready_head, *ready_tail;

@@ -160,7 +160,11 @@ static int tcp_listen(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 	/* TIME_WAIT leftovers must not block a restart; a live listener on
 	 * the port still gives EADDRINUSE. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 128)) {
+	/* The transport thread drains the queue at once (closing what a
+	 * cap refuses, sw_tp.c), so a deep queue costs little and absorbs a
+	 * burst; a full one drops SYNs and a client retries only after 1 s. */
+	if (bind(fd, res->ai_addr, res->ai_addrlen) ||
+	    listen(fd, SOMAXCONN)) {
 		rc = -errno;
 		rkv_log(RKV_LOG_WARN, "tcp", "listen on %s:%u: %s", a->host,
 			a->port, strerror(-rc));

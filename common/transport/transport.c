@@ -15,6 +15,7 @@
 
 #include "../gpu/gpu.h"
 #include "../log.h"
+#include "fake.h"
 
 static const char *const provider_names[] = {
 	[RKV_TP_AUTO] = "auto",
@@ -25,6 +26,8 @@ static const char *const provider_names[] = {
 
 const char *rkv_tp_provider_str(enum rkv_tp_provider p)
 {
+	if (p == RKV_TP_FAKE)
+		return "fake";
 	if ((unsigned)p > RKV_TP_SHM)
 		return "?";
 	return provider_names[p];
@@ -92,6 +95,9 @@ void rkv_tp_opts_init(struct rkv_tp_opts *opts)
 	opts->max_inline = 64;
 	opts->max_unexpected = 4096;
 	opts->max_unexpected_bytes = 64u << 20;
+	opts->accept_grant = RKV_GRANT_WRITE;
+	opts->shm_mode = 0600;
+	opts->shm_gid = -1;
 }
 
 /* Parse "HOST:PORT" or "[V6]:PORT" into out. */
@@ -152,6 +158,7 @@ int rkv_tp_addr_parse(const char *s, struct rkv_tp_addr *out)
 		{ "verbs://", RKV_TP_VERBS },
 		{ "shm://", RKV_TP_SHM },
 		{ "auto://", RKV_TP_AUTO },
+		{ "fake://", RKV_TP_FAKE }, /* tests: fake.h */
 	};
 
 	if (!s || !out)
@@ -164,9 +171,9 @@ int rkv_tp_addr_parse(const char *s, struct rkv_tp_addr *out)
 			continue;
 		out->provider = schemes[i].p;
 		s += n;
-		if (out->provider != RKV_TP_SHM)
+		if (out->provider != RKV_TP_SHM && out->provider != RKV_TP_FAKE)
 			return parse_host_port(s, out);
-		/* shm:///NAME */
+		/* shm:///NAME (and fake:///NAME) */
 		if (*s != '/')
 			return -EINVAL;
 		s++;
@@ -190,6 +197,8 @@ int rkv_tp_addr_parse(const char *s, struct rkv_tp_addr *out)
 
 static const struct rkv_tp_ops *ops_of(enum rkv_tp_provider p)
 {
+	if (p == RKV_TP_FAKE) /* not in the enum: tests only */
+		return &rkv_tp_fake_ops;
 	switch (p) {
 	case RKV_TP_VERBS: return &rkv_tp_verbs_ops;
 	case RKV_TP_TCP: return &rkv_tp_tcp_ops;
@@ -219,7 +228,9 @@ int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	    o.max_recv_wr == 0 || o.max_recv_wr > 16384 ||
 	    o.timeout_ms == 0 || o.max_inline > 4096 ||
 	    o.max_unexpected > (1u << 20) ||
-	    o.max_unexpected_bytes > (1ull << 32))
+	    o.max_unexpected_bytes > (1ull << 32) ||
+	    o.accept_grant > RKV_GRANT_WRITE || o.shm_mode > 0777 ||
+	    o.shm_nuids > RKV_TP_SHM_UIDS)
 		return -EINVAL;
 	if (o.provider == RKV_TP_AUTO) {
 		char why[160];
@@ -507,6 +518,23 @@ void rkv_ep_destroy(struct rkv_ep *ep)
 {
 	if (ep)
 		ep->tp->ops->ep_destroy(ep);
+}
+
+const char *rkv_grant_str(enum rkv_grant g)
+{
+	switch (g) {
+	case RKV_GRANT_NONE: return "none";
+	case RKV_GRANT_READ: return "read";
+	case RKV_GRANT_WRITE: return "write";
+	}
+	return "?";
+}
+
+int rkv_ep_grant(struct rkv_ep *ep, enum rkv_grant grant)
+{
+	if (!ep || (unsigned)grant > RKV_GRANT_WRITE)
+		return -EINVAL;
+	return ep->tp->ops->ep_grant ? ep->tp->ops->ep_grant(ep, grant) : 0;
 }
 
 enum rkv_ep_state rkv_ep_state(const struct rkv_ep *ep)

@@ -156,6 +156,8 @@ struct rkv_mr;
 struct rkv_cq;
 struct rkv_listener;
 
+#define RKV_TP_SHM_UIDS 8 /* most extra uids a shm listener admits */
+
 struct rkv_tp_opts {
 	size_t opts_size;       /* sizeof(struct rkv_tp_opts) */
 	enum rkv_tp_provider provider; /* RKV_TP_AUTO by default */
@@ -172,6 +174,30 @@ struct rkv_tp_opts {
 	 * sender.  Defaults 4096 and 64 MiB; verbs ignores both. */
 	unsigned max_unexpected;
 	size_t max_unexpected_bytes;
+	/* appended.  tcp/shm: connections accepted whose HELLO has not
+	 * arrived, in all and (tcp) from one peer address.  Past either cap
+	 * the oldest such connection is closed (one whose HELLO is already
+	 * buffered is taken instead); accept meeting EMFILE lowers the total
+	 * for 10 s.  0 picks the default: min(1024, RLIMIT_NOFILE / 2) in
+	 * all, 64 per peer.  verbs ignores both. */
+	unsigned max_handshakes;
+	unsigned max_handshakes_per_peer;
+	/* appended.  shm: what an endpoint made by rkv_accept lets its peer
+	 * reach until rkv_ep_grant says otherwise (enum rkv_grant).  Default
+	 * RKV_GRANT_WRITE (every registered region, as before); rkv-server
+	 * sets RKV_GRANT_NONE and grants once the peer has authenticated.
+	 * Other providers ignore it. */
+	unsigned accept_grant;
+	/* appended.  shm listeners (a socket file, see rkv_tp_addr): its
+	 * mode (default 0600) and, when shm_gid >= 0 (default -1), its group.
+	 * rkv_accept admits a peer (SO_PEERCRED, as of its connect) only when
+	 * its uid is 0, the listener's euid or one of shm_uids[0..shm_nuids),
+	 * or its gid or a supplementary group is shm_gid; others are closed
+	 * before anything is sent to them. */
+	unsigned shm_mode;
+	int shm_gid;
+	unsigned shm_nuids;
+	uint32_t shm_uids[RKV_TP_SHM_UIDS];
 };
 
 /* Fill opts with defaults. */
@@ -282,9 +308,11 @@ int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
 int rkv_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
 
 /*
- * Addresses: "tcp://HOST:PORT", "verbs://HOST:PORT", "shm:///NAME" (an
- * abstract unix-socket name, [A-Za-z0-9._-]{1,64}), "auto://HOST:PORT".
- * PORT 0 on listen picks a free port (rkv_listener_addr() tells it).
+ * Addresses: "tcp://HOST:PORT", "verbs://HOST:PORT", "shm:///NAME" (a
+ * name [A-Za-z0-9._-]{1,64}: the unix socket file $RKV_SHM_DIR/NAME, by
+ * default /run/rkv/NAME; listen creates the directory, mode 0755, when it
+ * is missing), "auto://HOST:PORT".  PORT 0 on listen picks a free port
+ * (rkv_listener_addr() tells it).
  */
 struct rkv_tp_addr {
 	enum rkv_tp_provider provider;
@@ -321,6 +349,33 @@ int rkv_connect(struct rkv_tp *tp, const char *addr, struct rkv_cq *cq,
 		int timeout_ms, struct rkv_ep **out);
 /* Disconnect and free.  Outstanding WRs are dropped without completions. */
 void rkv_ep_destroy(struct rkv_ep *ep);
+
+/* What the peer of an endpoint may reach of this side's registered memory. */
+enum rkv_grant {
+	RKV_GRANT_NONE = 0,  /* nothing: no MR table, no descriptor */
+	RKV_GRANT_READ = 1,  /* read-only descriptors and mappings only */
+	RKV_GRANT_WRITE = 2, /* what each region's access flags allow */
+};
+const char *rkv_grant_str(enum rkv_grant g);
+
+/*
+ * Set what ep's peer may reach from now on.  The transport knows nothing of
+ * authentication: the layer above calls this once it trusts the peer, and
+ * before it tells the peer so.
+ *   shm    enforced: an endpoint made by rkv_accept starts at
+ *          rkv_tp_opts.accept_grant, one made by rkv_connect at WRITE.
+ *          Under NONE the peer's requests for the MR table or a region's
+ *          descriptor are refused, so its one-sided WRs complete with
+ *          RKV_WC_REM_ACCESS_ERR; under READ it gets only read-only
+ *          descriptors (no writable mapping can be made from them, not even
+ *          of a region registered with remote write) and no GPU region (a
+ *          CUDA IPC mapping is always writable).  Descriptors already handed
+ *          out are not taken back by lowering the grant.
+ *   tcp, verbs  no-op (0): the target checks rkey, bounds and access on
+ *          every request; there an rkey is the capability.
+ * Any thread.  Returns 0 or -EINVAL.
+ */
+int rkv_ep_grant(struct rkv_ep *ep, enum rkv_grant grant);
 
 enum rkv_ep_state {
 	RKV_EP_CONNECTED = 0,

@@ -57,6 +57,8 @@ struct rkv_tp_ops {
 	int (*post)(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
 	int (*post_recv)(struct rkv_ep *ep, struct rkv_recv_wr *wr,
 			 struct rkv_recv_wr **bad);
+	/* NULL: rkv_ep_grant is a no-op. */
+	int (*ep_grant)(struct rkv_ep *ep, enum rkv_grant grant);
 };
 
 /* Base of every provider context. */

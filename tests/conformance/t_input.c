@@ -418,11 +418,13 @@ static int raw_connect(const char *laddr)
 			if (sscanf(line, "%*s %*s %*s %x %x %*s %*s %255s",
 				   &flags, &t, p) != 3)
 				continue;
-			/* A listening (SO_ACCEPTCON) abstract socket whose
-			 * name contains the listen name. */
+			/* A listening (SO_ACCEPTCON) socket whose name (a
+			 * file, or an abstract name) ends in the listen
+			 * name. */
 			size_t pl = strlen(p), nl = strlen(a.name);
 
-			if (p[0] == '@' && (flags & 0x10000) && pl > nl &&
+			if ((p[0] == '@' || p[0] == '/') &&
+			    (flags & 0x10000) && pl > nl &&
 			    strcmp(p + pl - nl, a.name) == 0 &&
 			    !isalnum((unsigned char)p[pl - nl - 1])) {
 				snprintf(path, sizeof(path), "%s", p);
@@ -437,7 +439,8 @@ static int raw_connect(const char *laddr)
 		if (n > sizeof(sun.sun_path))
 			return -ENAMETOOLONG;
 		memcpy(sun.sun_path, path, n);
-		sun.sun_path[0] = '\0';
+		if (path[0] == '@')
+			sun.sun_path[0] = '\0'; /* abstract */
 		fd = socket(AF_UNIX, (type == 5 ? SOCK_SEQPACKET : SOCK_STREAM) |
 					     SOCK_CLOEXEC, 0);
 		if (fd < 0)

@@ -99,11 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(re);
 		CHECK(rkv_block_encode(re, buf + RKV_BLOCK_HDR_SIZE,
 				       hdr->key_len, val, val_len, hdr->writer,
-				       hdr->version) == size2);
+				       hdr->grant, hdr->version) == size2);
 		CHECK(rkv_block_decode(re, size2, buf + RKV_BLOCK_HDR_SIZE,
 				       hdr->key_len, &v2, &vl2, &h2) == 0);
 		CHECK(vl2 == val_len && !memcmp(v2, val, val_len));
-		CHECK(h2->writer == hdr->writer && h2->version == hdr->version);
+		CHECK(h2->writer == hdr->writer && h2->grant == hdr->grant &&
+		      h2->version == hdr->version);
 		/* a block of that size read short never decodes */
 		CHECK(rkv_block_decode(re, used - 1, NULL, 0, NULL, NULL,
 				       NULL) == -EBADMSG);

@@ -587,11 +587,11 @@ static void t_control_garbage(void)
 	ASSERT_EQ(test_raw_open(&r, s.addr, 1), 0);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO;
-	strcpy(m.u.hello.name, "v2-client");
+	strcpy(m.u.hello.name, "vnext-client");
 	int n = rkv_msg_encode(&m, wire, sizeof(wire));
 
 	ASSERT_TRUE(n > 0);
-	wire[4] = 2; /* version field */
+	wire[4] = RKV_PROTO_VERSION + 1; /* version field */
 	EXPECT_EQ(test_raw_send_bytes(&r, wire, (size_t)n), 0);
 	EXPECT_EQ(test_raw_wait(&r, &d, 3000), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_ERROR);

@@ -7,15 +7,23 @@
  * least privilege (read-only clients and raw read-only connections that try
  * WRITE, CAS and FETCH_ADD with the rkeys they were given), and limits
  * (--max-clients floods, --max-chunks, --max-inflight, and clients that
- * stop posting RECVs while sending requests).
+ * stop posting RECVs while sending requests); on shm, attacks on the
+ * provider's own channel (MR table and descriptors before HELLO, other
+ * uids, read-only descriptors).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +36,7 @@
 #include "rtime.h"
 #include "raw.h"
 #include "srv.h"
+#include "sw.h"
 #include "test.h"
 #include "transport.h"
 
@@ -185,6 +194,23 @@ static int raw_onesided(struct test_raw *r, enum rkv_wr_opcode op, uint64_t addr
 				return (int)wc[i].status;
 	}
 	return 999;
+}
+
+/* A WRITE, CAS (compare word) or FETCH_ADD of 64 bytes / one word at addr
+ * that must complete with REM_ACCESS_ERR; says so when it does not. */
+static int refused_op(struct test_raw *r, enum rkv_wr_opcode op, int data,
+		      uint64_t addr, uint32_t rkey, uint64_t word)
+{
+	int st;
+
+	memset(r->data, 0x5a, 64);
+	st = raw_onesided(r, op, addr, rkey, 64, op == RKV_WR_CAS ? word : 1,
+			  0);
+	if (st != RKV_WC_REM_ACCESS_ERR)
+		printf("#   %s on %s: %s\n", rkv_wr_opcode_str(op),
+		       data ? "data" : "index",
+		       rkv_wc_status_str((enum rkv_wc_status)st));
+	return st == RKV_WC_REM_ACCESS_ERR;
 }
 
 /* -------------------------------------------------------- authentication */
@@ -525,15 +551,16 @@ static void t_read_only_client(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
-/* Connect read-only (raw) and take the geometry from HELLO_REPLY. */
-static int ro_conn(struct test_raw *r, const char *addr,
-		   struct rkv_msg_hello_reply *h)
+/* Connect (raw) with HELLO flags, answer the challenge if there is one,
+ * and take the geometry from HELLO_REPLY. */
+static int raw_login(struct test_raw *r, const char *addr, unsigned flags,
+		     struct rkv_msg_hello_reply *h)
 {
 	struct rkv_msg m, d;
 	int rc = test_raw_open(r, addr, 4);
 
 	if (!rc)
-		rc = raw_hello(r, RKV_HELLO_READ_ONLY, "ro-raw", &d);
+		rc = raw_hello(r, flags, "ro-raw", &d);
 	if (!rc && d.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
 		memset(&m, 0, sizeof(m));
 		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
@@ -547,6 +574,13 @@ static int ro_conn(struct test_raw *r, const char *addr,
 	if (!rc)
 		*h = d.u.hello_reply;
 	return rc;
+}
+
+/* Connect read-only (raw): raw_login with RKV_HELLO_READ_ONLY. */
+static int ro_conn(struct test_raw *r, const char *addr,
+		   struct rkv_msg_hello_reply *h)
+{
+	return raw_login(r, addr, RKV_HELLO_READ_ONLY, h);
 }
 
 static void t_read_only_raw(void)
@@ -597,17 +631,8 @@ static void t_read_only_raw(void)
 					      : h.index_addr + wi * 8ull;
 		uint32_t rkey = tries[t].data ? h.data_rkey : h.index_rkey;
 
-		memset(r.data, 0x5a, 64);
-		int st = raw_onesided(&r, tries[t].op, addr, rkey, 64,
-				      tries[t].op == RKV_WR_CAS ? word : 1,
-				      0);
-
-		if (st != RKV_WC_REM_ACCESS_ERR)
-			printf("#   %s on %s: %s\n",
-			       rkv_wr_opcode_str(tries[t].op),
-			       tries[t].data ? "data" : "index",
-			       rkv_wc_status_str((enum rkv_wc_status)st));
-		EXPECT_EQ(st, RKV_WC_REM_ACCESS_ERR);
+		EXPECT_TRUE(refused_op(&r, tries[t].op, tries[t].data, addr,
+				       rkey, word));
 		test_raw_close(&r);
 	}
 	/* memory unchanged */
@@ -661,13 +686,32 @@ static void t_secret_env(void)
 /* ------------------------------------------------------------ rotation */
 
 /*
+ * A connection for a thief of leaked rkeys: on tcp and verbs one that
+ * never says HELLO (the rkey is the capability); on shm such a connection
+ * reaches nothing at all (itest_shmsec), so the thief says HELLO there and
+ * uses another client's keys.  RECVs for the RKEY_UPDATEs it ignores.
+ */
+static int thief_open(struct test_raw *r, const char *addr)
+{
+	struct rkv_msg d;
+	int rc = test_raw_open(r, addr, RAW_RECVS);
+
+	if (!rc && !strcmp(g_prov, "shm")) {
+		rc = raw_hello(r, 0, "thief", &d);
+		if (!rc && d.hdr.type != RKV_MSG_HELLO_REPLY)
+			rc = -EPROTO;
+	}
+	return rc;
+}
+
+/*
  * --rotate-rkeys 1: clients keep getting and putting through several
  * rotations with no error and no wrong value (a busy one, an idle one
  * that wakes after old keys were revoked, a read-only one); an rkey
- * leaked to a connection that never said HELLO stops working; a raw
- * client that does not acknowledge receives the update and is not waited
- * for beyond the overlap; an RKEY_ACK for an epoch never sent drops the
- * connection.
+ * leaked to another connection (tcp: one that never said HELLO) stops
+ * working; a raw client that does not acknowledge receives the update and
+ * is not waited for beyond the overlap; an RKEY_ACK for an epoch never
+ * sent drops the connection.
  */
 static void t_rotate_rkeys(void)
 {
@@ -698,7 +742,7 @@ static void t_rotate_rkeys(void)
 	ASSERT_EQ(raw_hello(&leak, 0, "leaker", &d), 0);
 	ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
 	h = d.u.hello_reply;
-	ASSERT_EQ(test_raw_open(&thief, s.addr, 1), 0);
+	ASSERT_EQ(thief_open(&thief, s.addr), 0);
 	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.index_addr, h.index_rkey,
 			       64, 0, 0), RKV_WC_SUCCESS);
 
@@ -755,7 +799,7 @@ static void t_rotate_rkeys(void)
 	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.index_addr, h.index_rkey,
 			       64, 0, 0), RKV_WC_REM_ACCESS_ERR);
 	test_raw_close(&thief);
-	ASSERT_EQ(test_raw_open(&thief, s.addr, 1), 0);
+	ASSERT_EQ(thief_open(&thief, s.addr), 0);
 	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.data_addr, h.data_rkey,
 			       64, 0, 0), RKV_WC_REM_ACCESS_ERR);
 	test_raw_close(&thief);
@@ -1063,6 +1107,698 @@ static void t_silent_clients(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* ------------------------------------------- shm: the provider's channel */
+
+/*
+ * On shm the transport's own channel carries the MR table and the memfd
+ * descriptors; these tests attack it as a local process would: before
+ * HELLO (through the transport, and speaking the frame protocol by hand),
+ * from another uid (socket file mode, SO_PEERCRED), and as an
+ * authenticated read-only client (its descriptors and mappings).
+ */
+#define NOBODY 65534
+/* The shm handshake's wire constants (common/transport/shm.c): protocol
+ * word at u64 [16] of the connector's doorbell page, MAP_REQ of the MR
+ * table. */
+#define SHM_PROTO ((0x53564b52ull << 32) | 2u)
+#define SHM_MEMID_TABLE 0xffffffffull
+
+static const char *const k_small[] = { "--buckets", "64", "--memory", "4M",
+				       NULL };
+
+static int shm_only(void)
+{
+	if (!strcmp(g_prov, "shm"))
+		return 1;
+	rkv_test_skip("the shm provider's own channel");
+	return 0;
+}
+
+static int put_victim(const char *addr)
+{
+	struct rkv_client *c = NULL;
+	int rc = connect_c(addr, g_secret, 0, &c);
+
+	if (!rc)
+		rc = kput(c, "victim", "precious");
+	rkv_client_destroy(c);
+	return rc;
+}
+
+static int victim_intact(const char *addr)
+{
+	struct rkv_client *c = NULL;
+	char buf[64];
+	int ok = !connect_c(addr, g_secret, 0, &c) &&
+		 !kget(c, "victim", buf, sizeof(buf)) &&
+		 !strcmp(buf, "precious");
+
+	rkv_client_destroy(c);
+	return ok;
+}
+
+/* The victim's index word and block address, read by a writer. */
+struct victim {
+	struct rkv_msg_hello_reply h; /* a writer's geometry and rkeys */
+	uint64_t word_addr, word;
+	uint64_t blk_addr;
+};
+
+static int find_victim(const char *addr, struct victim *v)
+{
+	struct test_raw r;
+	static char idx[4096];
+	int rc = raw_login(&r, addr, 0, &v->h);
+
+	v->word = 0;
+	if (!rc && v->h.nbuckets * 64 != sizeof(idx))
+		rc = -EPROTO;
+	if (!rc && raw_onesided(&r, RKV_WR_READ, v->h.index_addr, v->h.index_rkey,
+			    sizeof(idx), 0, 0) != RKV_WC_SUCCESS)
+		rc = -EIO;
+	if (!rc)
+		memcpy(idx, r.data, sizeof(idx));
+	for (unsigned i = 0; !rc && i < sizeof(idx) / 8 && !v->word; i++) {
+		memcpy(&v->word, idx + i * 8, 8);
+		v->word_addr = v->h.index_addr + i * 8ull;
+	}
+	if (!rc && !v->word)
+		rc = -ENOENT;
+	if (!rc)
+		v->blk_addr = v->h.data_addr +
+			      (v->word & ((1ull << 34) - 1)) * 64;
+	test_raw_close(&r);
+	return rc;
+}
+
+/* ------------------------------------- the shm frame protocol, by hand */
+
+struct hand {
+	int fd;
+	uint64_t seq;
+	unsigned got_fds; /* descriptors that came with any frame */
+	int fds[8];
+	unsigned nfds;
+};
+
+static void hand_take_fds(struct hand *h, struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		     i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(f));
+			h->got_fds++;
+			if (h->nfds < 8)
+				h->fds[h->nfds++] = f;
+			else
+				close(f);
+		}
+	}
+}
+
+/* Read exactly n bytes (taking descriptors along); 0, -ECONNRESET,
+ * -ETIMEDOUT. */
+static int hand_read(struct hand *h, void *buf, size_t n, int wait_ms)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		char cb[CMSG_SPACE(sizeof(int) * 8)];
+		struct iovec iov = { (char *)buf + got, n - got };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cb,
+				    .msg_controllen = sizeof(cb) };
+		struct pollfd p = { .fd = h->fd, .events = POLLIN };
+		ssize_t k;
+
+		if (poll(&p, 1, wait_ms) <= 0)
+			return -ETIMEDOUT;
+		k = recvmsg(h->fd, &m, MSG_CMSG_CLOEXEC);
+		if (k <= 0)
+			return -ECONNRESET;
+		hand_take_fds(h, &m);
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+static int hand_send(struct hand *h, const struct sw_hdr *hd,
+		     const void *payload, const int *fds, unsigned nfds)
+{
+	uint8_t b[SW_HDR_LEN + RKV_MSG_MAX];
+	char cb[CMSG_SPACE(sizeof(int) * 2)];
+	struct iovec iov = { b, SW_HDR_LEN + hd->len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	sw_hdr_encode(hd, b);
+	if (hd->len)
+		memcpy(b + SW_HDR_LEN, payload, hd->len);
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(cb, 0, sizeof(cb));
+		m.msg_control = cb;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	return sendmsg(h->fd, &m, MSG_NOSIGNAL) == (ssize_t)iov.iov_len
+		       ? 0
+		       : -EIO;
+}
+
+/* A sealed memfd of len bytes (what the shm provider accepts). */
+static int sealed_memfd(size_t len)
+{
+	int fd = memfd_create("hand", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || ftruncate(fd, (off_t)len) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Connect to the listener of shm:///NAME (its socket file, else the
+ * abstract name older builds used) and do the handshake: v2 sends only a
+ * doorbell page with the protocol word, v1 the MR table first as older
+ * connectors did.  Returns 0 when HELLO_ACK came (descriptors that came
+ * with it counted in got_fds), -ECONNRESET when the server closed.
+ */
+static int hand_open(struct hand *h, const char *addr, int v1)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *name = addr + strlen("shm:///");
+	const char *dir = getenv("RKV_SHM_DIR");
+	uint8_t b[SW_HDR_LEN];
+	struct sw_hdr ack, hello = { .type = SW_F_HELLO };
+	int fds[2], n = 0, rc;
+	uint64_t *db;
+
+	memset(h, 0, sizeof(*h));
+	h->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (h->fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s",
+		 dir && *dir ? dir : "/run/rkv", name);
+	if (connect(h->fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		socklen_t sl;
+
+		memset(sa.sun_path, 0, sizeof(sa.sun_path));
+		sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				 (size_t)snprintf(sa.sun_path + 1,
+						  sizeof(sa.sun_path) - 1,
+						  "rkv-shm-%s", name));
+		if (connect(h->fd, (struct sockaddr *)&sa, sl))
+			return -errno;
+	}
+	if (v1)
+		fds[n++] = sealed_memfd(SW_MRTAB_BYTES);
+	fds[n] = sealed_memfd(4096);
+	db = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fds[n], 0);
+	if (db != MAP_FAILED) {
+		db[16] = SHM_PROTO;
+		munmap(db, 4096);
+	}
+	n++;
+	rc = hand_send(h, &hello, NULL, fds, (unsigned)n);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	if (!rc)
+		rc = hand_read(h, b, sizeof(b), 3000);
+	if (!rc && (sw_frame_check(b, sizeof(b), &ack) ||
+		    ack.type != SW_F_HELLO_ACK))
+		rc = -EPROTO;
+	return rc;
+}
+
+static void hand_close(struct hand *h)
+{
+	for (unsigned i = 0; i < h->nfds; i++)
+		close(h->fds[i]);
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
+	h->nfds = 0;
+}
+
+/*
+ * The next frame for us; acknowledges the server's SENDs (RESP success)
+ * and returns their message in *msg (when msg is not NULL) as type
+ * SW_F_SEND.  Returns the frame type, or -errno.
+ */
+static int hand_next(struct hand *h, struct sw_hdr *hd, struct rkv_msg *msg)
+{
+	uint8_t b[SW_HDR_LEN], pl[RKV_MSG_MAX];
+	int rc = hand_read(h, b, sizeof(b), 3000);
+
+	if (!rc && sw_frame_check(b, sizeof(b), hd))
+		rc = -EPROTO;
+	if (!rc && hd->len > sizeof(pl))
+		rc = -EMSGSIZE;
+	if (!rc && hd->len)
+		rc = hand_read(h, pl, hd->len, 3000);
+	if (rc)
+		return rc;
+	if (hd->type == SW_F_SEND) {
+		struct sw_hdr a = { .type = SW_F_RESP, .seq = hd->seq };
+
+		rc = hand_send(h, &a, NULL, NULL, 0);
+		if (!rc && msg)
+			rc = rkv_msg_decode(pl, hd->len, msg);
+		if (rc)
+			return rc;
+	}
+	return hd->type;
+}
+
+/* SEND m, and wait for the server's next message into out. */
+static int hand_call(struct hand *h, struct rkv_msg *m, struct rkv_msg *out)
+{
+	char wire[RKV_MSG_MAX];
+	int n = rkv_msg_encode(m, wire, sizeof(wire)), t;
+	struct sw_hdr hd = { .type = SW_F_SEND, .len = (uint32_t)n,
+			     .seq = ++h->seq };
+
+	if (n < 0 || hand_send(h, &hd, wire, NULL, 0))
+		return -EIO;
+	do
+		t = hand_next(h, &hd, out);
+	while (t > 0 && t != SW_F_SEND);
+	return t < 0 ? t : 0;
+}
+
+/* HELLO (flags) and the proof of the secret, by hand. */
+static int hand_login(struct hand *h, unsigned flags)
+{
+	struct rkv_msg m, d;
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO;
+	m.hdr.req_id = 1;
+	m.u.hello.flags = flags;
+	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "hand");
+	rc = hand_call(h, &m, &d);
+	if (!rc && d.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+		m.hdr.req_id = 2;
+		mac_of(d.u.auth_challenge.nonce, "hand", m.u.auth_response.mac);
+		rc = hand_call(h, &m, &d);
+	}
+	if (!rc && (d.hdr.type != RKV_MSG_HELLO_REPLY ||
+		    d.u.hello_reply.status))
+		rc = -EPROTO;
+	return rc;
+}
+
+/* MAP_REQ memid (SHM_MEMID_TABLE: the MR table); the status of the
+ * answer, *fd the descriptor that came with it (-1: none), or -errno. */
+static int hand_map(struct hand *h, uint64_t memid, int rw, int *fd)
+{
+	struct sw_hdr hd = { .type = SW_F_MAP_REQ, .seq = ++h->seq,
+			     .arg0 = memid, .arg1 = (uint64_t)rw };
+	uint64_t seq = hd.seq;
+	int t;
+
+	*fd = -1;
+	for (unsigned i = 0; i < h->nfds; i++)
+		close(h->fds[i]);
+	h->nfds = 0;
+	if (hand_send(h, &hd, NULL, NULL, 0))
+		return -EIO;
+	do
+		t = hand_next(h, &hd, NULL);
+	while (t > 0 && !(t == SW_F_MAP_RESP && hd.seq == seq));
+	if (t < 0)
+		return t;
+	if (h->nfds)
+		*fd = h->fds[--h->nfds];
+	return (int)hd.key;
+}
+
+/*
+ * What a read-only descriptor must refuse: access mode, writable mmap,
+ * mprotect to writable, a store (SIGSEGV in a child), write(2); with
+ * strict (a process without CAP_DAC_OVERRIDE/CAP_FOWNER) also reopening
+ * it writable through /proc/self/fd and changing its mode; with sealed (the
+ * MR table) a writable mapping of such a reopened descriptor, whoever we
+ * are.  Returns the number of violations (each printed).
+ */
+static int ro_violations(int fd, const char *what, int strict, int sealed)
+{
+	struct stat st;
+	char path[64];
+	int bad = 0, rfd, wst = 0;
+	void *p;
+	pid_t pid;
+
+	if (fstat(fd, &st) || st.st_size <= 0) {
+		printf("#   %s: fstat\n", what);
+		return 1;
+	}
+	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY) {
+		printf("#   %s: descriptor not O_RDONLY\n", what);
+		bad++;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	if (p != MAP_FAILED) {
+		printf("#   %s: mapped writable\n", what);
+		munmap(p, (size_t)st.st_size);
+		bad++;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		printf("#   %s: cannot even map it read-only\n", what);
+		return bad + 1;
+	}
+	if (!mprotect(p, (size_t)st.st_size, PROT_READ | PROT_WRITE)) {
+		printf("#   %s: mprotect(PROT_WRITE) worked\n", what);
+		bad++;
+	}
+	pid = fork();
+	if (pid == 0) {
+		*(volatile char *)p = 1;
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &wst, 0) != pid || !WIFSIGNALED(wst) ||
+	    WTERMSIG(wst) != SIGSEGV) {
+		printf("#   %s: a store into the mapping did not fault\n",
+		       what);
+		bad++;
+	}
+	munmap(p, (size_t)st.st_size);
+	if (write(fd, "x", 1) >= 0) {
+		printf("#   %s: write(2) worked\n", what);
+		bad++;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	rfd = open(path, O_RDWR | O_CLOEXEC);
+	if (rfd >= 0) {
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, rfd, 0);
+		if (strict || (sealed && p != MAP_FAILED)) {
+			printf("#   %s: reopened O_RDWR%s\n", what,
+			       p != MAP_FAILED ? " and mapped writable" : "");
+			bad++;
+		}
+		if (p != MAP_FAILED)
+			munmap(p, (size_t)st.st_size);
+		close(rfd);
+	}
+	if (strict && !fchmod(fd, 0666)) {
+		printf("#   %s: fchmod worked\n", what);
+		bad++;
+	}
+	return bad;
+}
+
+/* Become nobody (root only).  0 or -errno. */
+static int become_nobody(void)
+{
+	if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+		return -errno;
+	return 0;
+}
+
+/* Run fn in a child; its exit status (0: passed), -1 when it died. */
+static int in_child(int (*fn)(const char *addr, const void *arg),
+		    const char *addr, const void *arg)
+{
+	int st = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(fn(addr, arg));
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ------------------------------------------------------ unauthenticated */
+
+/* A raw transport peer that never said HELLO: no READ, WRITE or CAS. */
+static void t_shm_unauth_onesided(void)
+{
+	struct test_srv s;
+	struct victim v;
+	struct test_raw r;
+	static const struct {
+		enum rkv_wr_opcode op;
+		int data;
+	} tries[] = { { RKV_WR_READ, 1 }, { RKV_WR_READ, 0 },
+		      { RKV_WR_WRITE, 1 }, { RKV_WR_CAS, 0 },
+		      { RKV_WR_FETCH_ADD, 0 } };
+
+	if (!shm_only())
+		return;
+	ASSERT_EQ(start_auth(&s, k_small), 0);
+	ASSERT_EQ(put_victim(s.addr), 0);
+	ASSERT_EQ(find_victim(s.addr, &v), 0);
+	for (size_t t = 0; t < sizeof(tries) / sizeof(tries[0]); t++) {
+		uint64_t addr = tries[t].data ? v.blk_addr : v.word_addr;
+		uint32_t rkey = tries[t].data ? v.h.data_rkey : v.h.index_rkey;
+
+		ASSERT_EQ(test_raw_open(&r, s.addr, 1), 0);
+		EXPECT_TRUE(refused_op(&r, tries[t].op, tries[t].data, addr,
+				       rkey, v.word));
+		test_raw_close(&r);
+	}
+	EXPECT_TRUE(victim_intact(s.addr));
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* By hand, before HELLO: no descriptor in the handshake or for MAP_REQ. */
+static void t_shm_unauth_map_req(void)
+{
+	struct test_srv s;
+	struct hand h;
+	int acked = 0;
+
+	if (!shm_only())
+		return;
+	ASSERT_EQ(start_auth(&s, k_small), 0);
+	ASSERT_EQ(put_victim(s.addr), 0);
+	for (int v1 = 1; v1 >= 0; v1--) {
+		int rc = hand_open(&h, s.addr, v1);
+
+		printf("#   v%d handshake: %s, %u descriptors\n", v1 ? 1 : 2,
+		       rc ? strerror(-rc) : "acknowledged", h.got_fds);
+		EXPECT_EQ(h.got_fds, 0);
+		if (!rc) {
+			acked++;
+			for (uint64_t id = 0; id < 4; id++) {
+				for (int rw = 0; rw < 2; rw++) {
+					int fd, st = hand_map(&h, id, rw, &fd);
+
+					if (fd >= 0) {
+						printf("#   MAP_REQ %u (%s) "
+						       "before HELLO: a "
+						       "descriptor\n",
+						       (unsigned)id,
+						       rw ? "rw" : "ro");
+						close(fd);
+					}
+					EXPECT_TRUE(fd < 0);
+					EXPECT_TRUE(st != RKV_WC_SUCCESS);
+				}
+			}
+			int fd, st = hand_map(&h, SHM_MEMID_TABLE, 0, &fd);
+
+			EXPECT_TRUE(fd < 0 && st != RKV_WC_SUCCESS);
+			if (fd >= 0)
+				close(fd);
+			EXPECT_EQ(h.got_fds, 0);
+		}
+		hand_close(&h);
+	}
+	EXPECT_TRUE(acked > 0); /* the MAP_REQs were asked on some build */
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------ other uids */
+
+/* In a child as nobody: connect (and HELLO with the secret); exit 0 if
+ * that worked, 1 if refused, 2 on setup errors. */
+static int nobody_connect(const char *addr, const void *arg)
+{
+	struct rkv_msg_hello_reply h;
+	struct test_raw r;
+	int rc;
+
+	(void)arg;
+	if (become_nobody())
+		return 2;
+	rc = raw_login(&r, addr, 0, &h);
+	test_raw_close(&r);
+	return rc ? 1 : 0;
+}
+
+static void t_shm_other_uid(void)
+{
+	const char *open_mode[] = { "--buckets", "64", "--memory", "4M",
+				    "--shm-mode", "0666", NULL };
+	const char *allowed[] = { "--buckets", "64", "--memory", "4M",
+				  "--shm-mode", "0666", "--shm-allow-uid",
+				  "65534", NULL };
+	const char *dir = getenv("RKV_SHM_DIR");
+	struct test_srv s;
+	struct stat st;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 300];
+
+	if (!shm_only())
+		return;
+	if (geteuid() != 0) {
+		rkv_test_skip("needs root (to become nobody)");
+		return;
+	}
+	/* default: a socket file only its owner can connect to */
+	ASSERT_EQ(start_auth(&s, k_small), 0);
+	snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "/run/rkv",
+		 s.addr + strlen("shm:///"));
+	EXPECT_EQ(lstat(path, &st), 0);
+	EXPECT_TRUE(S_ISSOCK(st.st_mode));
+	EXPECT_EQ(st.st_mode & 0777, 0600);
+	EXPECT_EQ(st.st_uid, geteuid());
+	EXPECT_EQ(in_child(nobody_connect, s.addr, NULL), 1);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	EXPECT_TRUE(lstat(path, &st) != 0); /* removed on exit */
+	/* a socket anyone may open: SO_PEERCRED still refuses nobody */
+	ASSERT_EQ(start_auth(&s, open_mode), 0);
+	EXPECT_EQ(in_child(nobody_connect, s.addr, NULL), 1);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	/* ... unless the operator admits it */
+	ASSERT_EQ(start_auth(&s, allowed), 0);
+	EXPECT_EQ(in_child(nobody_connect, s.addr, NULL), 0);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------- read-only */
+
+/*
+ * A read-only client, authenticated: every descriptor it gets is
+ * read-only, none is writable on request, and WRITE/CAS with the writable
+ * rkeys (a writer's, as the MR table shows them) fail; strict as for
+ * ro_violations.  Returns the number of violations.
+ */
+static int ro_attack(const char *addr, const struct victim *v, int strict)
+{
+	struct rkv_msg_hello_reply h;
+	struct test_raw r;
+	struct hand hd;
+	int bad = 0, got = 0, fd, st;
+	char what[64];
+
+	if (hand_open(&hd, addr, 0) && hand_open(&hd, addr, 1)) {
+		printf("#   no handshake\n");
+		return 1;
+	}
+	if (hand_login(&hd, RKV_HELLO_READ_ONLY)) {
+		printf("#   read-only login by hand failed\n");
+		hand_close(&hd);
+		return 1;
+	}
+	for (uint64_t id = 0; id < 4; id++) {
+		st = hand_map(&hd, id, 1, &fd);
+		if (fd >= 0 || st == RKV_WC_SUCCESS) {
+			printf("#   memfd %u: writable descriptor given\n",
+			       (unsigned)id);
+			if (fd >= 0)
+				close(fd);
+			bad++;
+		}
+		st = hand_map(&hd, id, 0, &fd);
+		if (fd >= 0) {
+			snprintf(what, sizeof(what), "memfd %u", (unsigned)id);
+			bad += ro_violations(fd, what, strict, 0);
+			close(fd);
+			got++;
+		}
+	}
+	st = hand_map(&hd, SHM_MEMID_TABLE, 0, &fd);
+	if (fd >= 0) {
+		bad += ro_violations(fd, "MR table", strict, 1);
+		close(fd);
+	}
+	hand_close(&hd);
+	if (got < 2) {
+		printf("#   %d read-only descriptors (index, data expected)\n",
+		       got);
+		bad++;
+	}
+	/* through the transport, with the writer's rkeys */
+	for (int t = 0; t < 2; t++) {
+		if (raw_login(&r, addr, RKV_HELLO_READ_ONLY, &h)) {
+			printf("#   read-only login failed\n");
+			return bad + 1;
+		}
+		st = t ? raw_onesided(&r, RKV_WR_CAS, v->word_addr,
+				  v->h.index_rkey, 8, v->word, 1)
+		       : raw_onesided(&r, RKV_WR_WRITE, v->blk_addr,
+				  v->h.data_rkey, 64, 0, 0);
+		if (st != RKV_WC_REM_ACCESS_ERR) {
+			printf("#   read-only %s with a writer's rkey: %s\n",
+			       t ? "CAS" : "WRITE",
+			       rkv_wc_status_str((enum rkv_wc_status)st));
+			bad++;
+		}
+		test_raw_close(&r);
+	}
+	return bad;
+}
+
+static int ro_attack_nobody(const char *addr, const void *arg)
+{
+	if (become_nobody())
+		return 100;
+	return ro_attack(addr, arg, 1) ? 1 : 0;
+}
+
+static void t_shm_read_only(void)
+{
+	const char *allowed[] = { "--buckets", "64", "--memory", "4M",
+				  "--shm-mode", "0666", "--shm-allow-uid",
+				  "nobody", NULL };
+	struct test_srv s;
+	struct victim v;
+
+	if (!shm_only())
+		return;
+	/* as this user (root: it could reopen the region memfds writable,
+	 * as it could ptrace the server; not the table) */
+	ASSERT_EQ(start_auth(&s, k_small), 0);
+	ASSERT_EQ(put_victim(s.addr), 0);
+	ASSERT_EQ(find_victim(s.addr, &v), 0);
+	EXPECT_EQ(ro_attack(s.addr, &v, geteuid() != 0), 0);
+	EXPECT_TRUE(victim_intact(s.addr));
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	if (geteuid() != 0)
+		return;
+	/* as another user the operator admitted */
+	ASSERT_EQ(start_auth(&s, allowed), 0);
+	ASSERT_EQ(put_victim(s.addr), 0);
+	ASSERT_EQ(find_victim(s.addr, &v), 0);
+	EXPECT_EQ(in_child(ro_attack_nobody, s.addr, &v), 0);
+	EXPECT_TRUE(victim_intact(s.addr));
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 600);
@@ -1093,6 +1829,10 @@ int main(int argc, char **argv)
 	RKV_TEST(t_max_chunks);
 	RKV_TEST(t_max_inflight);
 	RKV_TEST(t_silent_clients);
+	RKV_TEST(t_shm_unauth_onesided);
+	RKV_TEST(t_shm_unauth_map_req);
+	RKV_TEST(t_shm_other_uid);
+	RKV_TEST(t_shm_read_only);
 	int rc = rkv_test_done();
 	char cmd[300];
 

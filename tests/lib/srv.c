@@ -216,3 +216,19 @@ int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 	*out_len = 8;
 	return RKV_RMW_WRITE;
 }
+
+struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
+				  size_t max_value)
+{
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+
+	rkv_client_opts_init(&o);
+	o.servers = addr;
+	o.timeout_ms = timeout_ms;
+	if (max_value)
+		o.max_value = (unsigned)max_value;
+	if (rkv_client_create(&o, &c))
+		return NULL;
+	return c;
+}

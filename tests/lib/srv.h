@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct rkv_client;
+
 struct test_srv {
 	pid_t pid;
 	char addr[300];
@@ -42,6 +44,13 @@ int test_srv_start(struct test_srv *s, const char *provider,
 int test_srv_stop(struct test_srv *s);
 /* SIGKILL at once. */
 void test_srv_kill(struct test_srv *s);
+/*
+ * A librkv client of the servers in addr (a --servers list) with the given
+ * operation timeout and max_value (0: the library's default).  NULL when
+ * rkv_client_create fails.
+ */
+struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
+				  size_t max_value);
 /* An rmw_fn of librkv: the 8-byte counter (absent or of another length:
  * 0) plus (uintptr_t)arg. */
 int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,

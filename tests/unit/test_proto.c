@@ -17,13 +17,18 @@ static void t_slot(void)
 {
 	uint64_t off = (1ull << 34) - 1, s;
 
-	s = rkv_slot_make(off, 4095, 0xab, 511);
+	s = rkv_slot_make(off, 4095, 0xab, 255);
 	EXPECT_EQ_U64(rkv_slot_offset(s), off * 64);
 	EXPECT_EQ(rkv_slot_size(s), 4095 * 64);
 	EXPECT_EQ(rkv_slot_fp(s), 0xab);
-	EXPECT_EQ(rkv_slot_version(s), 511);
+	EXPECT_EQ(rkv_slot_version(s), 255);
 	EXPECT_TRUE(!rkv_slot_locked(s));
+	EXPECT_TRUE(!rkv_slot_tentative(s));
 	EXPECT_TRUE(rkv_slot_locked(s | RKV_SLOT_LOCK));
+	EXPECT_TRUE(rkv_slot_tentative(s | RKV_SLOT_TENT));
+	EXPECT_TRUE(!rkv_slot_locked(s | RKV_SLOT_TENT));
+	EXPECT_TRUE(rkv_slot_same_block(s, s | RKV_SLOT_TENT));
+	EXPECT_EQ(rkv_slot_version(s | RKV_SLOT_TENT | RKV_SLOT_LOCK), 255);
 	/* version wraps and stays out of the other fields */
 	uint64_t b = rkv_slot_bump(s | RKV_SLOT_LOCK);
 
@@ -48,7 +53,7 @@ static void t_block(void)
 
 	for (size_t i = 0; i < sizeof(val); i++)
 		val[i] = (char)i;
-	uint32_t n = rkv_block_encode(buf, key, 7, val, sizeof(val), 9, 77);
+	uint32_t n = rkv_block_encode(buf, key, 7, val, sizeof(val), 9, 5, 77);
 
 	EXPECT_EQ(n, 384); /* 32 + 7 + 300 = 339 -> 384 */
 	EXPECT_EQ(n, rkv_block_size(7, 300));
@@ -80,9 +85,9 @@ static void t_block(void)
 		  1);
 	EXPECT_EQ(rkv_block_size(RKV_MAX_KEY + 1, 0), 0);
 	EXPECT_EQ(rkv_block_size(1, RKV_MAX_VALUE + 1), 0);
-	EXPECT_EQ(rkv_block_encode(buf, key, 0, val, 1, 0, 0), 0);
+	EXPECT_EQ(rkv_block_encode(buf, key, 0, val, 1, 0, 0, 0), 0);
 	/* empty value */
-	n = rkv_block_encode(buf, key, 7, NULL, 0, 1, 1);
+	n = rkv_block_encode(buf, key, 7, NULL, 0, 1, 1, 1);
 	EXPECT_EQ(n, 64);
 	EXPECT_EQ(rkv_block_decode(buf, n, key, 7, &v, &vl, NULL), 0);
 	EXPECT_EQ(vl, 0);
@@ -423,10 +428,12 @@ static void t_msg_reject(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
 	buf[0] ^= 1;
 	/* another protocol version */
-	buf[4] = 2;
+	buf[4] = RKV_PROTO_VERSION + 1;
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EPROTO);
-	EXPECT_EQ(d.hdr.version, 2);
+	EXPECT_EQ(d.hdr.version, RKV_PROTO_VERSION + 1);
 	buf[4] = 1;
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EPROTO);
+	buf[4] = RKV_PROTO_VERSION;
 	/* unknown type */
 	buf[6] = 99;
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EOPNOTSUPP);
