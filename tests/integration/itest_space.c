@@ -29,7 +29,11 @@ extern char **environ;
 
 static const char *g_prov = "tcp";
 
-#define VAL 1000
+/* Keys "t00042" (6 bytes) and values of VAL bytes make 1024-byte blocks:
+ * 16 of them fill a 16 KiB chunk exactly, so space freed by returns comes
+ * in whole chunks and a later grant can take it. */
+#define VAL 986
+#define KEYFMT "%c%05u"
 
 static struct rkv_client *client_at(const char *addr)
 {
@@ -50,7 +54,7 @@ static int put_kv(struct rkv_client *c, char tag, unsigned i, size_t len)
 {
 	char k[32], v[VAL];
 
-	snprintf(k, sizeof(k), "%c%u", tag, i);
+	snprintf(k, sizeof(k), KEYFMT, tag, i);
 	make_val(v, len, tag, i);
 	return rkv_put(c, k, strlen(k), v, len);
 }
@@ -63,7 +67,7 @@ static int check_kv(struct rkv_client *c, char tag, unsigned i, char wtag,
 	size_t n = 0;
 	int rc;
 
-	snprintf(k, sizeof(k), "%c%u", tag, i);
+	snprintf(k, sizeof(k), KEYFMT, tag, i);
 	make_val(want, len, wtag, i);
 	rc = rkv_get(c, k, strlen(k), v, sizeof(v), &n);
 	if (rc) {
@@ -92,7 +96,7 @@ static void send_byte(int fd, char b)
 
 /* ------------------------------------------------------------ tests */
 
-#define ND 30
+#define ND 32 /* two chunks of D's */
 
 /*
  * D puts ND keys and stays; E overwrites them (D's blocks wait in E's
@@ -142,7 +146,7 @@ static void t_late_return(void)
 		if (!c)
 			_exit(2);
 		for (unsigned i = 0; i < ND; i++) {
-			snprintf(k, sizeof(k), "d%u", i);
+			snprintf(k, sizeof(k), KEYFMT, 'd', i);
 			make_val(v, VAL, 'e', i);
 			if (rkv_put(c, k, strlen(k), v, VAL))
 				_exit(2);
