@@ -1323,11 +1323,11 @@ void op_round_done(struct opslot *o)
 			/* the slot was taken: the buckets just read are
 			 * fresh, decide again from them */
 			o->expect = 0;
-			if (too_slow(o)) {
-				retry(o);
+			if (too_slow(o) || ++o->retries > MAX_RETRIES ||
+			    rkv_coarse_ms() > o->deadline_ms) {
+				retry(o); /* (it finishes the op when over) */
 				return;
 			}
-			o->retries++;
 			after_buckets(o);
 			return;
 		}
