@@ -13,16 +13,32 @@
 #                     RKV_TORTURE_MINUTES (default 5) per provider (tcp shm)
 #   make check-gpu    build and run every GPU test and the GPU benchmark
 #                     (tools/check-gpu.sh; skips with a reason without a GPU)
+#   make check-deps   every #include follows the dependency graph (DEPS_*
+#                     below; tools/check-deps.sh, also run by make test)
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
-#
-# Dependency graph (nothing depends on server or client except tools, bench
-# and tests):
-#   proto  -> (nothing)
-#   common -> (nothing)
-#   client -> proto common
-#   server -> proto common
+
+# ------------------------------------------------------- dependency graph
+# Written once, here: what each directory may include besides itself (a
+# directory, or one header of it).  Each directory's objects are compiled
+# with -I for exactly these, so a forbidden #include "x.h" does not
+# compile; tools/check-deps.sh reads these lines and fails on any include
+# outside them, "../dir/x.h" paths too.  proto uses xxh3 for block
+# checksums and key hashes (the remote layout), header-only: common/hash.h
+# and nothing else of common, no link dependency.  Nothing depends on
+# server or client except tools, bench, examples and tests.
+DEPS_proto    := common/hash.h
+DEPS_common   :=
+DEPS_client   := proto common
+DEPS_server   := proto common
+DEPS_tools    := client proto common
+DEPS_bench    := client proto common
+DEPS_examples := client proto common
+DEPS_tests    := client server proto common
+# include directories a directory stands for (default: itself)
+IDIRS_common  := common common/transport
+IDIRS_tests   := . tests/lib
 
 comma := ,
 CC ?= gcc
@@ -51,8 +67,7 @@ endif
 WERROR ?= -Werror
 WARN := -Wall -Wextra $(WERROR) -Wshadow -Wmissing-prototypes \
 	-Wstrict-prototypes -Wold-style-definition -Wformat=2 -Wwrite-strings
-override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -MMD -MP \
-	-I. -Icommon -Icommon/transport -Iproto -Iserver -Iclient -Itests/lib
+override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -MMD -MP
 ifneq ($(DEBUG),)
 override CFLAGS += -O0 -g3 -DDEBUG
 endif
@@ -75,8 +90,8 @@ override CFLAGS += -DRKV_WITH_CUDA -isystem $(CUDA_HOME)/include
 LDLIBS_SYS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 NVCCFLAGS ?= -O2 -g
 override NVCCFLAGS += -std=c++17 $(CUDA_ARCH) -DRKV_WITH_CUDA \
-	-Xcompiler -fPIC,-Wall$(if $(WERROR),$(comma)-Werror) -I. -Icommon \
-	-Icommon/gpu -MMD -MP
+	-Xcompiler -fPIC,-Wall$(if $(WERROR),$(comma)-Werror) -Icommon/gpu \
+	-MMD -MP
 endif
 ifeq ($(MALLOC),jemalloc)
 LDLIBS_SYS += -ljemalloc
@@ -86,6 +101,25 @@ BIN := $(O)/bin
 LIB := $(O)/lib
 OBJ := $(O)/obj
 TST := $(O)/tests
+
+# Per-directory include paths, from the graph: an object of DIR gets -I for
+# DIR and its DEPS_DIR directories; a one-header dependency is seen through
+# $(O)/inc/DIR, a folder holding only a link to that header.
+GRAPH_DIRS := $(patsubst DEPS_%,%,$(filter DEPS_%,$(.VARIABLES)))
+idirs = $(or $(IDIRS_$(1)),$(1))
+dir_inc = $(addprefix -I,$(call idirs,$(1)) \
+	$(foreach d,$(filter-out %.h,$(DEPS_$(1))),$(call idirs,$(d)))) \
+	$(if $(filter %.h,$(DEPS_$(1))),-I$(O)/inc/$(1))
+$(foreach d,$(GRAPH_DIRS),$(eval $(OBJ)/$(d)/%.o: INC := $(call dir_inc,$(d))))
+define hdr_link
+HDR_LINKS += $(O)/inc/$(1)/$(notdir $(2))
+$(O)/inc/$(1)/$(notdir $(2)): $(2)
+	@mkdir -p $$(@D)
+	ln -sf $$(abspath $$<) $$@
+endef
+HDR_LINKS :=
+$(foreach d,$(GRAPH_DIRS),$(foreach h,$(filter %.h,$(DEPS_$(d))),\
+	$(eval $(call hdr_link,$(d),$(h)))))
 
 # ---------------------------------------------------------------- sources
 COMMON_SRCS := $(wildcard common/*.c common/transport/*.c)
@@ -137,16 +171,17 @@ ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLI_BIN) $(GPU_TEST_BINS)
 
-.PHONY: all deps test check-rdma check-gpu bench run fuzz torture clean install
+.PHONY: all deps test check-deps check-rdma check-gpu bench run fuzz torture \
+	clean install
 all: $(ALL_TARGETS)
 
-$(OBJ)/%.o: %.c
+$(OBJ)/%.o: %.c | $(HDR_LINKS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu
+$(OBJ)/%.cu.o: %.cu | $(HDR_LINKS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
 
 $(COMMON_LIB): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
@@ -230,6 +265,9 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh $(O)
+
+check-deps:
+	@bash tools/check-deps.sh
 
 # No deps here: a lent GPU machine may reach no package mirror.
 check-gpu:

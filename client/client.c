@@ -14,7 +14,8 @@
  *
  * Authentication: a server with a secret answers HELLO with a challenge;
  * the client answers HMAC-SHA256(secret, nonce || name || context) (see
- * proto/msg.h) with OpenSSL's libcrypto, and only then gets the rkeys.
+ * proto/msg.h), computed by rkv_auth_mac (proto/auth.h) as the server
+ * does, and only then gets the rkeys.
  * A read_only client fails put, delete and rmw with -EACCES before
  * sending anything (its rkeys would refuse them anyway).
  *
@@ -38,10 +39,9 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "alloc.h"
+#include "auth.h"
 #include "rtime.h"
 #include "secret.h"
 
@@ -800,25 +800,6 @@ static int load_secret(struct rkv_client *c)
 	return c->secret ? 0 : -ENOMEM;
 }
 
-/* HMAC-SHA256(secret, nonce || name (RKV_NAME_MAX bytes, as sent) ||
- * RKV_AUTH_CONTEXT): see proto/msg.h. */
-static int auth_mac(const struct rkv_client *c, const uint8_t *nonce,
-		    const char *name, uint8_t *mac)
-{
-	unsigned char msg[RKV_AUTH_NONCE_LEN + RKV_NAME_MAX +
-			  sizeof(RKV_AUTH_CONTEXT) - 1];
-	unsigned int len = 0;
-	unsigned char *r;
-
-	memcpy(msg, nonce, RKV_AUTH_NONCE_LEN);
-	memcpy(msg + RKV_AUTH_NONCE_LEN, name, RKV_NAME_MAX);
-	memcpy(msg + RKV_AUTH_NONCE_LEN + RKV_NAME_MAX, RKV_AUTH_CONTEXT,
-	       sizeof(RKV_AUTH_CONTEXT) - 1);
-	r = HMAC(EVP_sha256(), c->secret, (int)c->secret_len, msg,
-		 sizeof(msg), mac, &len);
-	return r && len == RKV_AUTH_MAC_LEN ? 0 : -EIO;
-}
-
 /* The server answered HELLO with a challenge: prove the secret.  On
  * success *reply holds the server's answer to the response. */
 static int srv_authenticate(struct rkv_client *c, struct server *s,
@@ -842,7 +823,9 @@ static int srv_authenticate(struct rkv_client *c, struct server *s,
 	}
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
-	rc = auth_mac(c, ch->nonce, hello->u.hello.name, m.u.auth_response.mac);
+	/* the transcript the server checks: proto/auth.h */
+	rc = rkv_auth_mac(c->secret, c->secret_len, ch->nonce,
+			  hello->u.hello.name, m.u.auth_response.mac);
 	if (rc)
 		return rc;
 	rc = srv_ctrl_call(s, &m, reply, c->opts.connect_timeout_ms);

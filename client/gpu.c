@@ -105,26 +105,30 @@ static int cuda_fail(struct opslot *o, const char *step)
 	return -EIO;
 }
 
+/*
+ * The block format and its checks are proto's (proto/layout.h): the header
+ * comes from rkv_block_hdr_fill, a block read passes rkv_block_hdr_check
+ * and rkv_block_key_match, and only the checksum runs here instead of on
+ * the host, over the span proto names (RKV_BLOCK_SUM_OFF,
+ * rkv_block_sum_len) with its seed: the digest rkv_block_checksum gives.
+ */
 uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
 			  size_t val_len, uint64_t version, int *err)
 {
 	struct rkv_block_hdr *h = o->d->hk;
-	size_t kl = o->op->key_len, used = RKV_BLOCK_HDR_SIZE + kl + val_len;
-	uint32_t size = rkv_block_size(kl, val_len);
-	uint64_t off = sizeof(uint64_t), sum = 0;
-	uint32_t n = (uint32_t)(used - sizeof(uint64_t));
-	int gpu = o->d->gpu;
+	size_t kl = o->op->key_len, used;
+	uint64_t off = RKV_BLOCK_SUM_OFF, sum = 0;
+	uint32_t n;
+	int gpu = o->d->gpu, size;
 
-	*err = -EMSGSIZE;
-	if (!size)
+	size = rkv_block_hdr_fill(h, kl, val_len, o->srv->client_id,
+				  o->blk_grant, version);
+	if (size < 0) {
+		*err = size; /* -EINVAL (empty key) or -EMSGSIZE */
 		return 0;
-	memset(h, 0, RKV_BLOCK_HDR_SIZE);
-	h->key_len = (uint16_t)kl;
-	h->flags = RKV_BLOCK_F_NONE;
-	h->val_len = (uint32_t)val_len;
-	h->writer = o->srv->client_id;
-	h->grant = o->blk_grant;
-	h->version = version;
+	}
+	used = rkv_block_used(h);
+	n = (uint32_t)rkv_block_sum_len(used);
 	memcpy((char *)h + RKV_BLOCK_HDR_SIZE, o->op->key, kl);
 	*err = -EIO;
 	/* the value may already be in place (rmw callbacks write there) */
@@ -134,7 +138,8 @@ uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
 		return 0;
 	}
 	if (rkv_cuda_copy(gpu, dst, h, RKV_BLOCK_HDR_SIZE + kl) ||
-	    (size > used && rkv_cuda_memset(gpu, dst + used, 0, size - used))) {
+	    ((size_t)size > used &&
+	     rkv_cuda_memset(gpu, dst + used, 0, (size_t)size - used))) {
 		cuda_fail(o, "building the block header");
 		return 0;
 	}
@@ -144,7 +149,7 @@ uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
 		return 0;
 	}
 	*err = 0;
-	return size;
+	return (uint32_t)size;
 }
 
 int gpu_block_decode(struct opslot *o, char *blk, size_t size,
@@ -154,30 +159,30 @@ int gpu_block_decode(struct opslot *o, char *blk, size_t size,
 	const struct rkv_block_hdr *h = (const void *)blk;
 	size_t kl = o->op->key_len, used, head;
 	const char *dev = o->d->rd + (blk - (o->buf + OB_BLOCKS));
-	uint64_t off = sizeof(uint64_t), sum = 0;
+	uint64_t off = RKV_BLOCK_SUM_OFF, sum = 0;
 	uint32_t n;
+	int rc;
 
-	if (size < RKV_BLOCK_HDR_SIZE)
-		return -EBADMSG;
-	/* header and (what should be) the key: never the value */
+	/* header and (what should be) the key: never the value.  A block
+	 * shorter than a header is copied whole and refused by the check,
+	 * which reads nothing of it then. */
 	head = RKV_BLOCK_HDR_SIZE + kl < size ? RKV_BLOCK_HDR_SIZE + kl : size;
-	if (rkv_cuda_copy(o->d->gpu, blk, dev, head))
+	if (head && rkv_cuda_copy(o->d->gpu, blk, dev, head))
 		return cuda_fail(o, "copying a block header");
-	if (h->key_len == 0 || h->key_len > RKV_MAX_KEY ||
-	    h->val_len > RKV_MAX_VALUE)
-		return -EBADMSG;
-	used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
-	if (used > size)
-		return -EBADMSG;
-	n = (uint32_t)(used - sizeof(uint64_t));
+	rc = rkv_block_hdr_check(h, size, &used);
+	if (rc)
+		return rc;
+	n = (uint32_t)rkv_block_sum_len(used);
 	if (rkv_cuda_xxh3_batch(o->d->gpu, dev, &off, &n, 1, RKV_BLOCK_SEED,
 				&sum))
 		return cuda_fail(o, "the block checksum kernel");
 	if (sum != h->checksum)
 		return -EBADMSG;
-	if (h->key_len != kl ||
-	    memcmp(blk + RKV_BLOCK_HDR_SIZE, o->op->key, kl) != 0)
-		return -ESTALE;
+	/* reads the host copy: HDR + kl bytes are there whenever the key
+	 * lengths agree, as the check put HDR + key_len + val_len <= size */
+	rc = rkv_block_key_match(blk, o->op->key, kl);
+	if (rc)
+		return rc;
 	if (val)
 		*val = dev + RKV_BLOCK_HDR_SIZE + kl;
 	if (val_len)

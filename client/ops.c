@@ -30,7 +30,6 @@
 
 #include "alloc.h"
 #include "gpu/gpu.h"
-#include "hash.h"
 #include "rtime.h"
 
 #define MAX_RETRIES 100000
@@ -798,7 +797,6 @@ static void deliver_xget(struct opslot *o, unsigned pos, uint64_t slot)
 	const char *blk = o->buf + OB_BLOCKS;
 	const struct rkv_block_hdr *h = (const void *)blk;
 	size_t kl = o->op->key_len, pre = RKV_BLOCK_HDR_SIZE + kl + x->head;
-	XXH3_state_t st;
 	struct blk_info bi;
 
 	if (h->key_len != kl || h->val_len != x->head + x->tail_len) {
@@ -807,13 +805,9 @@ static void deliver_xget(struct opslot *o, unsigned pos, uint64_t slot)
 		attempt(o);
 		return;
 	}
-	memset(&st, 0, sizeof(st)); /* gcc's maybe-uninitialized */
-	XXH3_64bits_reset_withSeed(&st, RKV_BLOCK_SEED);
-	XXH3_64bits_update(&st, blk + sizeof(uint64_t),
-			   pre - sizeof(uint64_t));
-	XXH3_64bits_update(&st, x->tail, x->tail_len);
-	if (XXH3_64bits_digest(&st) != h->checksum ||
-	    memcmp(blk + RKV_BLOCK_HDR_SIZE, o->op->key, kl) != 0) {
+	if (rkv_block_checksum_split(blk, pre, x->tail, x->tail_len) !=
+		    h->checksum ||
+	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
 		cache_drop(o->c, o);
 		retry(o);
 		return;

@@ -2,8 +2,15 @@
 /*
  * layout.c - encoding and checking of KV blocks, key hashing and routing.
  * Pure functions: no I/O, no allocation.  rkv_block_decode never trusts a
- * length from the buffer: it checks them against the bytes actually read
- * before touching the key or value.
+ * length from the buffer: rkv_block_hdr_check checks them against the
+ * bytes actually read before the checksum or key match touches the key or
+ * value.  The device path (client/gpu.c) runs the same three steps, with
+ * the checksum computed on the GPU over the same span.
+ *
+ * xxh3 comes from common/hash.h (rkv_hash64: libxxhash header-only, the
+ * same function the server, client and the CUDA kernel's tests use).  That
+ * include is proto's one edge into common: a header with no code of its
+ * own to link, so librkv_proto.a still needs nothing from librkv_common.a.
  */
 #include "layout.h"
 
@@ -16,36 +23,91 @@
 #define SEED_B2 0xc2b2ae3d27d4eb4full
 #define SEED_ROUTE 0x165667b19e3779f9ull
 
-static uint64_t block_checksum(const void *buf, size_t n)
+uint64_t rkv_block_checksum(const void *buf, size_t used)
 {
-	return rkv_hash64((const char *)buf + sizeof(uint64_t),
-			  n - sizeof(uint64_t), RKV_BLOCK_SEED);
+	return rkv_hash64((const char *)buf + RKV_BLOCK_SUM_OFF,
+			  rkv_block_sum_len(used), RKV_BLOCK_SEED);
 }
 
-uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
-			  const void *val, size_t val_len, uint32_t writer,
-			  uint32_t grant, uint64_t version)
+uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
+				  const void *tail, size_t tail_len)
+{
+	XXH3_state_t st;
+
+	memset(&st, 0, sizeof(st)); /* gcc's maybe-uninitialized */
+	XXH3_64bits_reset_withSeed(&st, RKV_BLOCK_SEED);
+	XXH3_64bits_update(&st, (const char *)head + RKV_BLOCK_SUM_OFF,
+			   rkv_block_sum_len(head_len));
+	XXH3_64bits_update(&st, tail, tail_len);
+	return XXH3_64bits_digest(&st);
+}
+
+int rkv_block_hdr_fill(struct rkv_block_hdr *h, size_t key_len,
+		       size_t val_len, uint32_t writer, uint32_t grant,
+		       uint64_t version)
 {
 	uint32_t size = rkv_block_size(key_len, val_len);
-	struct rkv_block_hdr *h = buf;
-	char *p = buf;
-	size_t used = RKV_BLOCK_HDR_SIZE + key_len + val_len;
 
-	if (!size || key_len == 0)
-		return 0;
+	if (key_len == 0)
+		return -EINVAL;
+	if (!size)
+		return -EMSGSIZE;
+	h->checksum = 0;
 	h->key_len = (uint16_t)key_len;
 	h->flags = RKV_BLOCK_F_NONE;
 	h->val_len = (uint32_t)val_len;
 	h->writer = writer;
 	h->grant = grant;
 	h->version = version;
+	return (int)size;
+}
+
+uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
+			  const void *val, size_t val_len, uint32_t writer,
+			  uint32_t grant, uint64_t version)
+{
+	int size = rkv_block_hdr_fill(buf, key_len, val_len, writer, grant,
+				      version);
+	char *p = buf;
+	size_t used;
+
+	if (size < 0)
+		return 0;
+	used = rkv_block_used(buf);
 	/* the value may already be in place (rmw callbacks write there) */
 	if (val_len && (const char *)val != p + RKV_BLOCK_HDR_SIZE + key_len)
 		memmove(p + RKV_BLOCK_HDR_SIZE + key_len, val, val_len);
 	memcpy(p + RKV_BLOCK_HDR_SIZE, key, key_len);
-	memset(p + used, 0, size - used);
-	h->checksum = block_checksum(buf, used);
-	return size;
+	memset(p + used, 0, (size_t)size - used);
+	((struct rkv_block_hdr *)buf)->checksum = rkv_block_checksum(buf, used);
+	return (uint32_t)size;
+}
+
+int rkv_block_hdr_check(const struct rkv_block_hdr *h, size_t buf_len,
+			size_t *used)
+{
+	size_t n;
+
+	if (buf_len < RKV_BLOCK_HDR_SIZE)
+		return -EBADMSG;
+	if (h->key_len == 0 || h->key_len > RKV_MAX_KEY ||
+	    h->val_len > RKV_MAX_VALUE)
+		return -EBADMSG;
+	n = rkv_block_used(h);
+	if (n > buf_len)
+		return -EBADMSG;
+	*used = n;
+	return 0;
+}
+
+int rkv_block_key_match(const void *buf, const void *key, size_t key_len)
+{
+	const struct rkv_block_hdr *h = buf;
+
+	if (h->key_len != key_len ||
+	    memcmp((const char *)buf + RKV_BLOCK_HDR_SIZE, key, key_len) != 0)
+		return -ESTALE;
+	return 0;
 }
 
 int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
@@ -53,24 +115,21 @@ int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 		     const struct rkv_block_hdr **hdr)
 {
 	const struct rkv_block_hdr *h = buf;
-	const char *p = buf;
 	size_t used;
+	int rc;
 
-	if (buf_len < RKV_BLOCK_HDR_SIZE)
+	rc = rkv_block_hdr_check(h, buf_len, &used);
+	if (rc)
+		return rc;
+	if (rkv_block_checksum(buf, used) != h->checksum)
 		return -EBADMSG;
-	if (h->key_len == 0 || h->key_len > RKV_MAX_KEY ||
-	    h->val_len > RKV_MAX_VALUE)
-		return -EBADMSG;
-	used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
-	if (used > buf_len)
-		return -EBADMSG;
-	if (block_checksum(buf, used) != h->checksum)
-		return -EBADMSG;
-	if (key && (h->key_len != key_len ||
-		    memcmp(p + RKV_BLOCK_HDR_SIZE, key, key_len) != 0))
-		return -ESTALE;
+	if (key) {
+		rc = rkv_block_key_match(buf, key, key_len);
+		if (rc)
+			return rc;
+	}
 	if (val)
-		*val = p + RKV_BLOCK_HDR_SIZE + h->key_len;
+		*val = (const char *)buf + RKV_BLOCK_HDR_SIZE + h->key_len;
 	if (val_len)
 		*val_len = h->val_len;
 	if (hdr)

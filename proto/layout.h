@@ -186,18 +186,96 @@ static inline uint32_t rkv_block_size(size_t key_len, size_t val_len)
 }
 
 /*
- * Fill a block at buf (at least rkv_block_size() bytes): header, key,
- * value, zero padding, checksum.  Returns the block size, 0 if too large.
+ * The checksum covers the block's bytes [RKV_BLOCK_SUM_OFF, used), where
+ * used = rkv_block_used(): everything after the checksum field up to the
+ * end of the value (never the padding), hashed with xxh3-64 seeded
+ * RKV_BLOCK_SEED.  rkv_block_checksum() is the host computation; a device
+ * path hashes the same span with the same seed on the device (client/gpu.c:
+ * rkv_cuda_xxh3_batch with offset RKV_BLOCK_SUM_OFF and length
+ * rkv_block_sum_len(used)) and must get the same digest.
+ */
+#define RKV_BLOCK_SUM_OFF 8u
+_Static_assert(offsetof(struct rkv_block_hdr, key_len) == RKV_BLOCK_SUM_OFF,
+	       "the checksum is the header's first field");
+
+/* Bytes a block's header, key and value occupy (lengths not checked). */
+static inline size_t rkv_block_used(const struct rkv_block_hdr *h)
+{
+	return RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
+}
+
+/* Length of the checksummed span of a block of used bytes (used >=
+ * RKV_BLOCK_HDR_SIZE). */
+static inline size_t rkv_block_sum_len(size_t used)
+{
+	return used - RKV_BLOCK_SUM_OFF;
+}
+
+/*
+ * Fill every header field but the checksum (set to 0): key_len, flags
+ * (RKV_BLOCK_F_NONE), val_len, writer, grant, version.  Key, value,
+ * padding and checksum are the caller's (rkv_block_encode, or the device
+ * path, which copies h and the key to device memory).  Returns the block
+ * size (rkv_block_size(), > 0), -EINVAL for key_len 0 or -EMSGSIZE beyond
+ * RKV_MAX_KEY / RKV_MAX_VALUE; h is untouched on error.
+ */
+int rkv_block_hdr_fill(struct rkv_block_hdr *h, size_t key_len,
+		       size_t val_len, uint32_t writer, uint32_t grant,
+		       uint64_t version);
+
+/*
+ * Fill a block at buf (at least rkv_block_size() bytes): header
+ * (rkv_block_hdr_fill), key, value, zero padding, checksum.  val may
+ * already be in place (buf + RKV_BLOCK_HDR_SIZE + key_len).  Returns the
+ * block size, 0 if key_len is 0 or a length is too large.
  */
 uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 			  const void *val, size_t val_len, uint32_t writer,
 			  uint32_t grant, uint64_t version);
 
 /*
- * Check a block read from the data region: the header's lengths fit in
- * buf_len, the checksum matches, and (when key is not NULL) the key
- * matches.  Returns 0, -EBADMSG (torn, reused or garbage), -ESTALE (a valid
- * block of another key).  On success *val and *val_len point into buf.
+ * First step of checking a block read from the data region: its lengths.
+ * h points at the first min(buf_len, RKV_BLOCK_HDR_SIZE) bytes of the
+ * block; nothing is read from it when buf_len < RKV_BLOCK_HDR_SIZE.
+ * Returns -EBADMSG when buf_len is shorter than a header, key_len is 0 or
+ * above RKV_MAX_KEY, val_len above RKV_MAX_VALUE, or header + key + value
+ * exceed buf_len; else 0 with *used = rkv_block_used(h) (<= buf_len).
+ */
+int rkv_block_hdr_check(const struct rkv_block_hdr *h, size_t buf_len,
+			size_t *used);
+
+/*
+ * xxh3-64 (seed RKV_BLOCK_SEED) of bytes [RKV_BLOCK_SUM_OFF, used) of the
+ * block at buf, as stored in its checksum field.  used >=
+ * RKV_BLOCK_HDR_SIZE; all used bytes must be readable.
+ */
+uint64_t rkv_block_checksum(const void *buf, size_t used);
+
+/*
+ * rkv_block_checksum of a block held in two pieces, as a split READ
+ * brings it (the PS pull path): its first head_len bytes at head (header,
+ * key and the first value bytes; head_len >= RKV_BLOCK_HDR_SIZE) and the
+ * next tail_len bytes at tail (the rest of the value); used = head_len +
+ * tail_len.  The same digest as rkv_block_checksum over one copy.
+ */
+uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
+				  const void *tail, size_t tail_len);
+
+/*
+ * Whether a block whose header passed rkv_block_hdr_check holds key:
+ * 0 when key_len equals the header's key_len and the key bytes match,
+ * else -ESTALE (a valid block of another key).  Reads at most
+ * RKV_BLOCK_HDR_SIZE + key_len bytes of buf, and none of the key bytes
+ * when the lengths differ.
+ */
+int rkv_block_key_match(const void *buf, const void *key, size_t key_len);
+
+/*
+ * Check a block read from the data region: rkv_block_hdr_check, then the
+ * checksum (rkv_block_checksum), then (when key is not NULL)
+ * rkv_block_key_match.  Returns 0, -EBADMSG (torn, reused or garbage),
+ * -ESTALE (a valid block of another key).  On success *val and *val_len
+ * point into buf and *hdr is buf (each optional).
  */
 int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 		     size_t key_len, const void **val, uint32_t *val_len,

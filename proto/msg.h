@@ -192,7 +192,8 @@ struct rkv_msg_counter_reply {
  * Authentication (only when the server has a secret).  The response is
  *   mac = HMAC-SHA256(secret, nonce[32] || name[RKV_NAME_MAX] || "rkv-auth-v1")
  * where name is the HELLO's name field exactly as sent (NUL-padded to
- * RKV_NAME_MAX bytes) and the context string has no NUL.  Each connection
+ * RKV_NAME_MAX bytes) and the context string has no NUL; rkv_auth_mac
+ * (proto/auth.h) is the one computation of it.  Each connection
  * gets a fresh nonce from getrandom() that is forgotten after one
  * response, so a response captured on one connection is useless on
  * another.

@@ -2,9 +2,11 @@
 /*
  * auth.c - the shared secret and the challenge-response that proves a
  * client knows it (see proto/msg.h): loading --secret-file with its
- * permission check, nonces from getrandom(), HMAC-SHA256 from OpenSSL's
- * libcrypto and a constant-time comparison (CRYPTO_memcmp).  Nothing here
- * is home-made cryptography.
+ * permission check, nonces from getrandom(), and the check of a response:
+ * the expected MAC from rkv_auth_mac (proto/auth.h, the transcript the
+ * client computes too; HMAC-SHA256 from OpenSSL's libcrypto), compared in
+ * constant time (CRYPTO_memcmp) and wiped.  Nothing here is home-made
+ * cryptography.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,11 +16,10 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "server_internal.h"
 
+#include "auth.h"
 #include "secret.h"
 
 void rkv_srv_wipe(void *p, size_t n)
@@ -61,34 +62,16 @@ int rkv_srv_auth_nonce(uint8_t *nonce)
 	return 0;
 }
 
-int rkv_srv_auth_mac(const unsigned char *secret, size_t secret_len,
-		     const uint8_t *nonce, const char *name, uint8_t *mac)
-{
-	unsigned char msg[RKV_AUTH_NONCE_LEN + RKV_NAME_MAX +
-			  sizeof(RKV_AUTH_CONTEXT) - 1];
-	unsigned int len = 0;
-	unsigned char *r;
-
-	if (!secret_len || secret_len > (size_t)INT32_MAX)
-		return -EINVAL;
-	memcpy(msg, nonce, RKV_AUTH_NONCE_LEN);
-	memcpy(msg + RKV_AUTH_NONCE_LEN, name, RKV_NAME_MAX);
-	memcpy(msg + RKV_AUTH_NONCE_LEN + RKV_NAME_MAX, RKV_AUTH_CONTEXT,
-	       sizeof(RKV_AUTH_CONTEXT) - 1);
-	r = HMAC(EVP_sha256(), secret, (int)secret_len, msg, sizeof(msg), mac,
-		 &len);
-	return r && len == RKV_AUTH_MAC_LEN ? 0 : -EIO;
-}
-
 int rkv_srv_auth_check(const struct rkv_srv_config *cfg, const uint8_t *nonce,
 		       const char *name, const uint8_t *mac)
 {
 	uint8_t want[RKV_AUTH_MAC_LEN];
 	int ok;
 
-	if (rkv_srv_auth_mac(cfg->secret, cfg->secret_len, nonce, name, want))
-		return 0;
-	ok = CRYPTO_memcmp(want, mac, RKV_AUTH_MAC_LEN) == 0;
+	if (rkv_auth_mac(cfg->secret, cfg->secret_len, nonce, name, want))
+		ok = 0; /* no secret, or libcrypto failed: refuse */
+	else
+		ok = CRYPTO_memcmp(want, mac, RKV_AUTH_MAC_LEN) == 0;
 	rkv_srv_wipe(want, sizeof(want));
 	return ok;
 }

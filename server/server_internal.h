@@ -117,12 +117,6 @@ uint64_t rkv_srv_buckets_for(uint64_t keys);
 int rkv_srv_secret_load(struct rkv_srv_config *cfg, char *err, size_t errlen);
 /* Fill nonce with RKV_AUTH_NONCE_LEN bytes from getrandom().  0 or -errno. */
 int rkv_srv_auth_nonce(uint8_t *nonce);
-/*
- * mac = HMAC-SHA256(secret, nonce || name (RKV_NAME_MAX bytes, as sent in
- * HELLO) || RKV_AUTH_CONTEXT).  Returns 0 or -EIO (libcrypto failed).
- */
-int rkv_srv_auth_mac(const unsigned char *secret, size_t secret_len,
-		     const uint8_t *nonce, const char *name, uint8_t *mac);
 /* Whether a response matches (constant time: CRYPTO_memcmp). */
 int rkv_srv_auth_check(const struct rkv_srv_config *cfg, const uint8_t *nonce,
 		       const char *name, const uint8_t *mac);

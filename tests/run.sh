@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.." || exit 2
 . tests/lib/tap.sh
 PROVIDERS=${RKV_TEST_PROVIDERS:-tcp shm verbs}
 
+# every #include follows the dependency graph in the Makefile
+tap_run check-deps 60 bash tools/check-deps.sh
+
 for t in "$O"/tests/test_*; do
   [ -x "$t" ] || continue
   tap_run "$(basename "$t")" 300 "$t"

@@ -2,7 +2,10 @@
 /*
  * fuzz_block.c - libFuzzer harness for rkv_block_decode (proto/layout.c),
  * which a client runs on whatever bytes a one-sided READ brought back from
- * the data region (torn, reused, or written by a hostile peer).
+ * the data region (torn, reused, or written by a hostile peer), and for
+ * the three steps it is made of, which the device path (client/gpu.c)
+ * calls one by one: rkv_block_hdr_check, rkv_block_checksum,
+ * rkv_block_key_match.
  *
  * Input: one mode byte, then the block.  Mode bit 0 fixes the checksum up
  * (when the header's lengths fit), so the fuzzer gets past it; bit 1 passes
@@ -10,7 +13,8 @@
  * of the input.  The decoder must stay inside buf_len; a block it accepts
  * must have lengths that fit, a value pointer inside the buffer, and must
  * re-encode (rkv_block_encode) to a block that decodes to the same key,
- * value, writer and version.
+ * value, writer and version.  Decode must give what its steps give in
+ * turn, so the device path refuses exactly what the host path refuses.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
 #include "layout.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,10 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const struct rkv_block_hdr *hdr = NULL;
 	const void *key = NULL, *val = NULL;
-	size_t n, key_len = 0;
+	size_t n, key_len = 0, used = 0;
 	uint32_t val_len = 0;
 	uint8_t *buf, mode;
-	int rc;
+	int rc, steps;
 
 	if (size < 1)
 		return 0;
@@ -54,11 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, n);
 	if ((mode & 1) && n >= RKV_BLOCK_HDR_SIZE) {
 		struct rkv_block_hdr *h = (struct rkv_block_hdr *)buf;
-		size_t used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
+		size_t u = rkv_block_used(h);
 
-		if (used <= n)
-			h->checksum = rkv_hash64(buf + 8, used - 8,
-						 RKV_BLOCK_SEED);
+		if (u <= n)
+			h->checksum = rkv_block_checksum(buf, u);
 	}
 	if ((mode & 2) && n >= RKV_BLOCK_HDR_SIZE) {
 		const struct rkv_block_hdr *h = (const void *)buf;
@@ -76,8 +78,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	rc = rkv_block_decode(buf, n, key, key_len, &val, &val_len, &hdr);
 	CHECK(rc == 0 || rc == -EBADMSG || rc == -ESTALE);
+	/* the same answer, step by step */
+	steps = rkv_block_hdr_check((const void *)buf, n, &used);
+	CHECK(steps == 0 || steps == -EBADMSG);
+	if (!steps) {
+		CHECK(used >= RKV_BLOCK_HDR_SIZE + 1 && used <= n);
+		if (rkv_block_checksum(buf, used) !=
+		    ((const struct rkv_block_hdr *)buf)->checksum)
+			steps = -EBADMSG;
+	}
+	if (!steps && key)
+		steps = rkv_block_key_match(buf, key, key_len);
+	CHECK(rc == steps);
 	if (rc == 0) {
-		size_t used;
 		uint8_t *re;
 		const void *v2;
 		uint32_t vl2, size2;
@@ -86,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(hdr == (const void *)buf);
 		CHECK(hdr->key_len >= 1 && hdr->key_len <= RKV_MAX_KEY);
 		CHECK(val_len == hdr->val_len && val_len <= RKV_MAX_VALUE);
-		used = RKV_BLOCK_HDR_SIZE + (size_t)hdr->key_len + val_len;
+		CHECK(used == RKV_BLOCK_HDR_SIZE + (size_t)hdr->key_len + val_len);
 		CHECK(used <= n);
 		CHECK((const uint8_t *)val ==
 		      buf + RKV_BLOCK_HDR_SIZE + hdr->key_len);
