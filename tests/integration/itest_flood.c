@@ -55,7 +55,7 @@
 #define REOPEN_MS 100     /* it reopens closed ones this often */
 #define CONNECTS 5        /* new clients during the flood */
 #define CONNECT_MS 500    /* bound on each one's connect (x slack) */
-#define MAX_CPU_PCT 30    /* server CPU over the flood (x2 sanitized) */
+#define MAX_CPU_PCT 30    /* server CPU over the flood (plain builds) */
 
 static const char *g_prov = "tcp";
 
@@ -424,8 +424,10 @@ static void run_flood(const char *const *extra, unsigned nsrc, int hello,
 	EXPECT_TRUE(b.ops > 0);
 	EXPECT_TRUE(b.max_us < (uint64_t)CONNECT_MS * 1000 * slack);
 	EXPECT_TRUE(cpu >= 0);
-	EXPECT_TRUE(cpu * 100 <
-		    (long)wall_ms * MAX_CPU_PCT * (RKV_TEST_SANITIZED ? 2 : 1));
+	/* under sanitizers every step costs 2-15x more CPU: the spin check
+	 * means something only in a plain build */
+	if (!RKV_TEST_SANITIZED)
+		EXPECT_TRUE(cpu * 100 < (long)wall_ms * MAX_CPU_PCT);
 	/* and the server is still fine afterwards (once it saw the
 	 * flooder's connections close) */
 	for (int i = 0; i < 20; i++) {
