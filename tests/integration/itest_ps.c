@@ -724,7 +724,16 @@ static void t_kill_during_push(void)
 		waitpid(pid[i], NULL, 0);
 	}
 	uint64_t t0 = rkv_now_ms();
+	uint64_t acked = 0;
+	char ch[256];
+	ssize_t r;
 
+	/* a byte per acknowledged push: drain the pipe while the live
+	 * workers run (more than a pipe's 64 KiB of pushes would block them
+	 * forever), until the last writer has exited */
+	while ((r = read(pfd[0], ch, sizeof(ch))) > 0)
+		acked += (uint64_t)r;
+	close(pfd[0]);
 	for (unsigned i = nkill; i < nkill + nlive; i++) {
 		int st = -1;
 
@@ -733,13 +742,6 @@ static void t_kill_during_push(void)
 	}
 	printf("#   live workers finished %llu ms after the last kill\n",
 	       (unsigned long long)(rkv_now_ms() - t0));
-	uint64_t acked = 0;
-	char ch[256];
-	ssize_t r;
-
-	while ((r = read(pfd[0], ch, sizeof(ch))) > 0)
-		acked += (uint64_t)r;
-	close(pfd[0]);
 	/* every lock is free again within the lease: a push now is quick */
 	ASSERT_EQ(rkv_ps_tensor_open(p.ps, "kill", RKV_PS_FLOAT32, KILL_LEN,
 				     &t), 0);
