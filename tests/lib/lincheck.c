@@ -765,8 +765,10 @@ static int classify(struct search *s)
 static int check_key(struct kop *ops, size_t n, const struct lin_opts *opts,
 		     struct lin_result *res)
 {
+	/* a search visits at least one configuration per op: the budget is
+	 * what it may spend beyond that */
 	struct search s = { .ops = ops, .n = n,
-			    .max_states = opts->max_states,
+			    .max_states = opts->max_states + 4 * (uint64_t)n,
 			    .max_mem = opts->max_mem };
 	size_t nd = 0, ni = 0;
 

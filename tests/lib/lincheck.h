@@ -32,7 +32,8 @@
  * Ops that touch at equal times are taken as concurrent (never a false
  * violation from clock granularity).  The search is exponential in the
  * worst case (many concurrent or indeterminate ops on one key): past
- * opts.max_states configurations (or max_mem bytes of memo) a key is
+ * opts.max_states configurations beyond 4 per op of the key (a search
+ * visits at least one per op) or max_mem bytes of memo, a key is
  * "unknown", never a pass.
  *
  * Thread safety: every function works on its arguments only.
@@ -77,7 +78,8 @@ struct lin_op {
 enum lin_verdict { LIN_OK = 0, LIN_VIOLATION = 1, LIN_UNKNOWN = 2 };
 
 struct lin_opts {
-	uint64_t max_states; /* configurations per key; 0: 4M */
+	uint64_t max_states; /* configurations per key beyond 4 per op of
+			      * the key; 0: 4M */
 	size_t max_mem;      /* memo bytes per key; 0: 1 GiB */
 };
 
