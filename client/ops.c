@@ -154,6 +154,15 @@ static void post_round(struct opslot *o, enum op_step step)
 	srv_queue_wrs(o->srv, o->wr, n);
 }
 
+/* READ both buckets into OB_BUCKETS (appended to the round being built). */
+static void rd_buckets(struct opslot *o)
+{
+	rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0), o->srv->index_rkey,
+	   RKV_BUCKET_SIZE);
+	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
+	   o->srv->index_rkey, RKV_BUCKET_SIZE);
+}
+
 /* READ both buckets (a put WRITEs its block first; hdr_of: also READ the
  * header of the block that slot word names, behind the buckets, for its
  * grant id; 0: none). */
@@ -162,10 +171,7 @@ static void read_buckets(struct opslot *o, int with_block, uint64_t hdr_of)
 	round_begin(o);
 	if (with_block)
 		wr_block(o);
-	rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0), o->srv->index_rkey,
-	   RKV_BUCKET_SIZE);
-	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
-	   o->srv->index_rkey, RKV_BUCKET_SIZE);
+	rd_buckets(o);
 	o->hdr_slot = hdr_of;
 	if (hdr_of)
 		rd(o, OB_HDR, o->srv->data_addr + rkv_slot_offset(hdr_of),
@@ -443,15 +449,6 @@ static void published(struct opslot *o)
 	o->blk_written = 0;
 }
 
-/* READ both buckets into OB_BUCKETS (appended to the round being built). */
-static void rd_buckets(struct opslot *o)
-{
-	rd(o, OB_BUCKETS, slot_addr(o->srv, o->b[0], 0), o->srv->index_rkey,
-	   RKV_BUCKET_SIZE);
-	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, slot_addr(o->srv, o->b[1], 0),
-	   o->srv->index_rkey, RKV_BUCKET_SIZE);
-}
-
 /*
  * Insert, step 1: CAS the first empty slot in scan order to our block's
  * tentative word (chaining the block WRITE before it when not written
@@ -572,17 +569,10 @@ static void ins_wait(struct opslot *o, unsigned pos, uint64_t w)
 /* The verify round of step 2 came back. */
 static void ins_verified(struct opslot *o)
 {
-	int first, rc;
+	int rc;
 
-	if (too_slow(o)) { /* blocks may have been reused: look again */
-		round_begin(o);
-		rd_buckets(o);
-		o->t_round_ms = rkv_coarse_ms();
-		post_round(o, ST_INS_REREAD);
-		return;
-	}
-	first = check_cands(o);
-	if (first == -2) { /* torn: look again */
+	/* too slow (blocks may have been reused) or torn: look again */
+	if (too_slow(o) || check_cands(o) == -2) {
 		round_begin(o);
 		rd_buckets(o);
 		o->t_round_ms = rkv_coarse_ms();
