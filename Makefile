@@ -19,6 +19,8 @@
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
 
+.DEFAULT_GOAL := all
+
 # ------------------------------------------------------- dependency graph
 # Written once, here: what each directory may include besides itself (a
 # directory, or one header of it).  Each directory's objects are compiled

@@ -17,7 +17,7 @@ static int check_op(const struct rkv_client *c, const struct rkv_op *op)
 {
 	if (!op->key || op->key_len == 0)
 		return -EINVAL;
-	if (op->key_len > RKV_MAX_KEY)
+	if (op->key_len > RKV_KEY_MAX)
 		return -EMSGSIZE;
 	switch (op->type) {
 	case RKV_OP_GET:

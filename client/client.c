@@ -983,7 +983,7 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 		goto err;
 	/* local registered memory: op buffers, new blocks, rmw output,
 	 * control buffers */
-	uint32_t maxblk = rkv_block_size(RKV_MAX_KEY, c->opts.max_value);
+	uint32_t maxblk = rkv_block_size(RKV_KEY_MAX, c->opts.max_value);
 
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;

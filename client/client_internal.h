@@ -21,9 +21,6 @@
 #include "rkv.h"
 #include "transport.h"
 
-_Static_assert(RKV_KEY_MAX == RKV_MAX_KEY, "public key limit");
-_Static_assert(RKV_VALUE_MAX == RKV_MAX_VALUE, "public value limit");
-
 #define MAX_SERVERS 256
 #define ROUND_MAX_WR 20       /* WRs in one round of one op */
 #define CTRL_RECVS 6          /* RECVs posted per server: replies to

@@ -71,7 +71,7 @@ int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 		return -ENOMEM;
 	g->gpu = gpu;
 	g->len = (c->op_buf_size - OB_BLOCKS) + c->new_blk_size;
-	g->hk = rkv_malloc(RKV_BLOCK_HDR_SIZE + RKV_MAX_KEY);
+	g->hk = rkv_malloc(RKV_BLOCK_HDR_SIZE + RKV_KEY_MAX);
 	rc = g->hk ? rkv_tp_mem_alloc_gpu(c->tp, gpu, g->len,
 					  (void **)&g->mem)
 		   : -ENOMEM;

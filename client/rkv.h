@@ -26,7 +26,7 @@
  * returned; an acknowledged put is visible to every later get.
  *
  * Errors are -errno: -ENOENT (no such key), -ENOSPC (index or memory full),
- * -EMSGSIZE (key over RKV_MAX_KEY or value over RKV_MAX_VALUE bytes),
+ * -EMSGSIZE (key over RKV_KEY_MAX or value over RKV_VALUE_MAX bytes),
  * -EINVAL (empty key, bad arguments), -ENOBUFS (get buffer too small; the
  * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
  * -EPROTO (server speaks another protocol version), -EBUSY (a synchronous
@@ -48,8 +48,8 @@
 extern "C" {
 #endif
 
-#define RKV_KEY_MAX 1024u                  /* bytes; = RKV_MAX_KEY */
-#define RKV_VALUE_MAX 261024u            /* bytes; = RKV_MAX_VALUE */
+#define RKV_KEY_MAX 1024u /* bytes (proto/layout.h: the same) */
+#define RKV_VALUE_MAX 261024u /* bytes (proto/layout.h: the same) */
 
 struct rkv_client;
 

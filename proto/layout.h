@@ -80,17 +80,21 @@ _Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
 #define RKV_MAX_DATA_REGION ((1ull << RKV_SLOT_OFF_BITS) * RKV_BLOCK_ALIGN)
 
 /* Key and value limits (EMSGSIZE beyond them; an empty key is EINVAL). */
-#define RKV_MAX_KEY 1024u
-#define RKV_MAX_VALUE (RKV_MAX_BLOCK - RKV_BLOCK_HDR_SIZE - RKV_MAX_KEY)
-_Static_assert(RKV_MAX_VALUE >= 256 * 1024 - 4096, "values up to ~252 KiB");
+/* The same two names, with the same tokens, are client/rkv.h's public
+ * limits (an identical redefinition is allowed; either header may come
+ * first). */
+#define RKV_KEY_MAX 1024u
+#define RKV_VALUE_MAX 261024u
+_Static_assert(RKV_VALUE_MAX == RKV_MAX_BLOCK - RKV_BLOCK_HDR_SIZE -
+	       RKV_KEY_MAX, "the largest value fills the largest block");
 
 #define RKV_BLOCK_SEED 0x726b76626c6b3031ull /* "rkvblk01" */
 
 struct rkv_block_hdr {
 	uint64_t checksum; /* xxh3-64 of everything after this field */
-	uint16_t key_len;  /* 1..RKV_MAX_KEY */
+	uint16_t key_len;  /* 1..RKV_KEY_MAX */
 	uint16_t flags;    /* RKV_BLOCK_F_* */
-	uint32_t val_len;  /* 0..RKV_MAX_VALUE */
+	uint32_t val_len;  /* 0..RKV_VALUE_MAX */
 	uint32_t writer;   /* client id of the writer */
 	uint32_t grant;    /* id of the chunk grant the block was carved
 			    * from: a BLOCK_RETURN names it (server/space.c) */
@@ -178,7 +182,7 @@ static inline int rkv_slot_same_block(uint64_t a, uint64_t b)
 /* Block size for a key and value, rounded up to 64; 0 if too large. */
 static inline uint32_t rkv_block_size(size_t key_len, size_t val_len)
 {
-	if (key_len > RKV_MAX_KEY || val_len > RKV_MAX_VALUE)
+	if (key_len > RKV_KEY_MAX || val_len > RKV_VALUE_MAX)
 		return 0;
 	size_t n = RKV_BLOCK_HDR_SIZE + key_len + val_len;
 
@@ -217,7 +221,7 @@ static inline size_t rkv_block_sum_len(size_t used)
  * padding and checksum are the caller's (rkv_block_encode, or the device
  * path, which copies h and the key to device memory).  Returns the block
  * size (rkv_block_size(), > 0), -EINVAL for key_len 0 or -EMSGSIZE beyond
- * RKV_MAX_KEY / RKV_MAX_VALUE; h is untouched on error.
+ * RKV_KEY_MAX / RKV_VALUE_MAX; h is untouched on error.
  */
 int rkv_block_hdr_fill(struct rkv_block_hdr *h, size_t key_len,
 		       size_t val_len, uint32_t writer, uint32_t grant,
@@ -238,7 +242,7 @@ uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
  * h points at the first min(buf_len, RKV_BLOCK_HDR_SIZE) bytes of the
  * block; nothing is read from it when buf_len < RKV_BLOCK_HDR_SIZE.
  * Returns -EBADMSG when buf_len is shorter than a header, key_len is 0 or
- * above RKV_MAX_KEY, val_len above RKV_MAX_VALUE, or header + key + value
+ * above RKV_KEY_MAX, val_len above RKV_VALUE_MAX, or header + key + value
  * exceed buf_len; else 0 with *used = rkv_block_used(h) (<= buf_len).
  */
 int rkv_block_hdr_check(const struct rkv_block_hdr *h, size_t buf_len,

@@ -97,8 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const struct rkv_block_hdr *h2;
 
 		CHECK(hdr == (const void *)buf);
-		CHECK(hdr->key_len >= 1 && hdr->key_len <= RKV_MAX_KEY);
-		CHECK(val_len == hdr->val_len && val_len <= RKV_MAX_VALUE);
+		CHECK(hdr->key_len >= 1 && hdr->key_len <= RKV_KEY_MAX);
+		CHECK(val_len == hdr->val_len && val_len <= RKV_VALUE_MAX);
 		CHECK(used == RKV_BLOCK_HDR_SIZE + (size_t)hdr->key_len + val_len);
 		CHECK(used <= n);
 		CHECK((const uint8_t *)val ==

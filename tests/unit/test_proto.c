@@ -85,10 +85,10 @@ static void t_block(void)
 	memset(buf, 0, sizeof(buf));
 	EXPECT_EQ(rkv_block_decode(buf, n, key, 7, &v, &vl, NULL), -EBADMSG);
 	/* limits */
-	EXPECT_EQ(rkv_block_size(RKV_MAX_KEY, RKV_MAX_VALUE) <= RKV_MAX_BLOCK,
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_MAX) <= RKV_MAX_BLOCK,
 		  1);
-	EXPECT_EQ(rkv_block_size(RKV_MAX_KEY + 1, 0), 0);
-	EXPECT_EQ(rkv_block_size(1, RKV_MAX_VALUE + 1), 0);
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX + 1, 0), 0);
+	EXPECT_EQ(rkv_block_size(1, RKV_VALUE_MAX + 1), 0);
 	EXPECT_EQ(rkv_block_encode(buf, key, 0, val, 1, 0, 0, 0), 0);
 	/* empty value */
 	n = rkv_block_encode(buf, key, 7, NULL, 0, 1, 1, 1);
@@ -117,16 +117,16 @@ static void t_block_hdr_fill(void)
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, 0, 0, 0, 0), 64);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 32, 0, 0, 0, 0), 64);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 33, 0, 0, 0, 0), 128);
-	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_MAX_KEY, RKV_MAX_VALUE, 0, 0, 0),
-		  (int)rkv_block_size(RKV_MAX_KEY, RKV_MAX_VALUE));
+	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_KEY_MAX, RKV_VALUE_MAX, 0, 0, 0),
+		  (int)rkv_block_size(RKV_KEY_MAX, RKV_VALUE_MAX));
 	memset(&h, 0xee, sizeof(h));
 	keep = h;
 	/* the host and device paths refuse an empty key alike */
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 0, 10, 1, 2, 3), -EINVAL);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 0, 0, 1, 2, 3), -EINVAL);
-	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_MAX_KEY + 1, 0, 1, 2, 3),
+	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_KEY_MAX + 1, 0, 1, 2, 3),
 		  -EMSGSIZE);
-	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, RKV_MAX_VALUE + 1, 1, 2, 3),
+	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, RKV_VALUE_MAX + 1, 1, 2, 3),
 		  -EMSGSIZE);
 	EXPECT_TRUE(memcmp(&h, &keep, sizeof(h)) == 0);
 }
@@ -146,16 +146,16 @@ static void t_block_hdr_check(void)
 		/* key_len 0: zeroed, never written memory looks like this */
 		{ 0, 0, RKV_MAX_BLOCK, -EBADMSG },
 		{ 0, 5, RKV_MAX_BLOCK, -EBADMSG },
-		{ RKV_MAX_KEY, 0, RKV_MAX_BLOCK, 0 },
-		{ RKV_MAX_KEY + 1, 0, RKV_MAX_BLOCK, -EBADMSG },
+		{ RKV_KEY_MAX, 0, RKV_MAX_BLOCK, 0 },
+		{ RKV_KEY_MAX + 1, 0, RKV_MAX_BLOCK, -EBADMSG },
 		{ 0xffff, 0, SIZE_MAX, -EBADMSG },
 		/* the value limit holds even with room to spare */
-		{ 1, RKV_MAX_VALUE, RKV_MAX_BLOCK, 0 },
-		{ 1, RKV_MAX_VALUE + 1, SIZE_MAX, -EBADMSG },
+		{ 1, RKV_VALUE_MAX, RKV_MAX_BLOCK, 0 },
+		{ 1, RKV_VALUE_MAX + 1, SIZE_MAX, -EBADMSG },
 		{ 1, UINT32_MAX, SIZE_MAX, -EBADMSG },
 		/* the largest block is the largest slot size */
-		{ RKV_MAX_KEY, RKV_MAX_VALUE, RKV_MAX_BLOCK, 0 },
-		{ RKV_MAX_KEY, RKV_MAX_VALUE, RKV_MAX_BLOCK - 1, -EBADMSG },
+		{ RKV_KEY_MAX, RKV_VALUE_MAX, RKV_MAX_BLOCK, 0 },
+		{ RKV_KEY_MAX, RKV_VALUE_MAX, RKV_MAX_BLOCK - 1, -EBADMSG },
 	};
 	struct rkv_block_hdr h;
 	size_t used;
@@ -201,7 +201,7 @@ static const struct {
 } g_block_vec[] = {
 	{ 7, 300, 9, 5, 77, 384, 0x0b83564717bc411bull },
 	{ 1, 0, 0, 0, 0, 64, 0x4ab49b1786ecff07ull },
-	{ RKV_MAX_KEY, 1000, 0xffffffffu, 0xdeadbeefu, (1ull << 63) | 5, 2112,
+	{ RKV_KEY_MAX, 1000, 0xffffffffu, 0xdeadbeefu, (1ull << 63) | 5, 2112,
 	  0xe8c7ef1895f78cbeull },
 	{ 33, 31, 1, 2, 3, 128, 0xa8a46fc65247deb2ull },
 };
@@ -210,7 +210,7 @@ static void t_block_checksum(void)
 {
 	static _Alignas(64) unsigned char buf[4096];
 	unsigned char val[1024];
-	char lkey[RKV_MAX_KEY];
+	char lkey[RKV_KEY_MAX];
 
 	for (size_t i = 0; i < sizeof(val); i++)
 		val[i] = (unsigned char)(i * 7 + 3);
@@ -302,8 +302,8 @@ static int ref_decode(const void *buf, size_t buf_len, const void *key,
 
 	if (buf_len < RKV_BLOCK_HDR_SIZE)
 		return -EBADMSG;
-	if (h->key_len == 0 || h->key_len > RKV_MAX_KEY ||
-	    h->val_len > RKV_MAX_VALUE)
+	if (h->key_len == 0 || h->key_len > RKV_KEY_MAX ||
+	    h->val_len > RKV_VALUE_MAX)
 		return -EBADMSG;
 	used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
 	if (used > buf_len)
@@ -347,9 +347,9 @@ static void t_block_decode_composed(void)
 			unsigned kr = (unsigned)rand(), vr = (unsigned)rand();
 
 			h->key_len = (uint16_t)(r >> 8 & 1 ? kr % 48
-							   : RKV_MAX_KEY - 1 + kr % 3);
+							   : RKV_KEY_MAX - 1 + kr % 3);
 			h->val_len = r >> 9 & 3 ? vr % 1500
-						: RKV_MAX_VALUE - 1 + vr % 3;
+						: RKV_VALUE_MAX - 1 + vr % 3;
 		}
 		if ((r >> 2 & 1) && n >= RKV_BLOCK_HDR_SIZE &&
 		    rkv_block_used(h) <= n)
