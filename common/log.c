@@ -69,27 +69,58 @@ void rkv_log_set_sink(rkv_log_fn fn, void *arg)
 	g_sink_arg = arg;
 }
 
-void rkv_log_emit(enum rkv_log_level level, const char *comp,
-		  const char *func, int line, const char *fmt, ...)
+size_t rkv_log_fmt_time(const struct timespec *ts, char *buf, size_t len)
+{
+	time_t sec = ts->tv_sec;
+	struct tm tm;
+	size_t n;
+	int k;
+
+	if (!len)
+		return 0;
+	buf[0] = '\0';
+	if (!gmtime_r(&sec, &tm))
+		return 0;
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!n)
+		return 0;
+	k = snprintf(buf + n, len - n, ".%06ldZ", ts->tv_nsec / 1000);
+	if (k < 0 || (size_t)k >= len - n) {
+		buf[0] = '\0';
+		return 0;
+	}
+	return n + (size_t)k;
+}
+
+void rkv_log_vemit(enum rkv_log_level level, const char *comp,
+		   const char *func, int line, const char *fmt, va_list ap)
 {
 	int saved = errno;
 	char msg[1024];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (g_sink) {
 		g_sink(level, comp, func, line, msg, g_sink_arg);
 	} else {
 		struct timespec ts;
+		char when[40];
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		fprintf(stderr, "%lld.%06ld %s %s: %s (%s:%d)\n",
-			(long long)ts.tv_sec, ts.tv_nsec / 1000,
+		rkv_log_fmt_time(&ts, when, sizeof(when));
+		fprintf(stderr, "%s %s %s: %s (%s:%d)\n", when,
 			rkv_log_level_str(level), comp, msg, func, line);
 	}
 	errno = saved;
+}
+
+void rkv_log_emit(enum rkv_log_level level, const char *comp,
+		  const char *func, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	rkv_log_vemit(level, comp, func, line, fmt, ap);
+	va_end(ap);
 }
 
 void rkv_msgf(char *buf, size_t len, const char *fmt, ...)

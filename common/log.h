@@ -8,12 +8,17 @@
  * set the threshold to RKV_LOG_OFF unless the user asks otherwise; tools set
  * it from --log-level or the RKV_LOG_LEVEL environment variable.
  * Debug messages compile away unless DEBUG is defined.
+ *
+ * The default sink writes one line per message to stderr:
+ *   2026-12-02T03:07:19.123456Z warn tcp: message (func:line)
+ * with an ISO 8601 UTC timestamp to the microsecond.
  */
 #ifndef RKV_COMMON_LOG_H
 #define RKV_COMMON_LOG_H
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +52,17 @@ extern int g_rkv_log_level;
 void rkv_log_emit(enum rkv_log_level level, const char *comp,
 		  const char *func, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/* rkv_log_emit with a va_list: the sink (or stderr) gets the message
+ * whatever the threshold; callers check it first. */
+void rkv_log_vemit(enum rkv_log_level level, const char *comp,
+		   const char *func, int line, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
+/*
+ * The default sink's timestamp of ts (CLOCK_REALTIME) as ISO 8601 UTC with
+ * microseconds, "2026-12-02T03:07:19.123456Z" (27 characters), into buf.
+ * Returns the length written, or 0 when len is too small (buf is then "").
+ */
+size_t rkv_log_fmt_time(const struct timespec *ts, char *buf, size_t len);
 
 #define rkv_log(level, comp, ...)                                              \
 	do {                                                                   \

@@ -39,6 +39,11 @@
 extern "C" {
 #endif
 
+/* rkv_tp_log for a context of tcp or shm (struct sw_tp *tp), under its
+ * provider's component name. */
+#define sw_log(tp, level, ...)                                                 \
+	rkv_tp_log(&(tp)->base, (level), (tp)->prov->comp, __VA_ARGS__)
+
 /* ------------------------------------------------------------ wire format */
 #define SW_MAGIC 0x54564b52u /* "RKVT" on the wire (little-endian) */
 #define SW_VERSION 1
@@ -59,7 +64,7 @@ enum sw_ftype {
 	SW_F_MAX,
 };
 
-/* A decoded header; the encoding is fixed little-endian (sw_ep.c). */
+/* A decoded header; the encoding is fixed little-endian (sw_wire.c). */
 struct sw_hdr {
 	uint8_t type;  /* enum sw_ftype */
 	uint32_t len;  /* payload bytes that follow the header */
@@ -81,7 +86,7 @@ int sw_hdr_decode(const uint8_t *in, struct sw_hdr *h);
  * RKV_TP_MAX_MSG bytes; WRITE and SEND carry at most RKV_TP_MAX_MSG; a RESP
  * has a known status, at most RKV_TP_MAX_MSG of payload and none with an
  * error; every other type carries none.  The payload (h->len bytes) follows
- * the header; the receive path (sw_ep.c), the handshakes (sw_tp.c) and the
+ * the header; the receive path (sw_rx.c), the handshakes (sw_hs.c) and the
  * fuzz harnesses (tests/fuzz/) all call this.  Pure, thread-safe.
  * Returns 0 with *h filled, -EAGAIN (n < SW_HDR_LEN), -EPROTO (bad header),
  * -EBADMSG (a frame its type does not allow; *h is filled).
@@ -129,9 +134,12 @@ struct sw_mrtab {
 	uint32_t *gen;           /* per index, private */
 	uint8_t *used;           /* per index, private */
 	uint32_t hint;           /* where the next free-slot scan starts */
+	const struct rkv_tp *owner; /* the context, for its log */
 };
 
-int sw_mrtab_init(struct sw_mrtab *t, struct sw_mrent *ent);
+/* The table of owner's regions, its entries at ent. */
+int sw_mrtab_init(struct sw_mrtab *t, struct sw_mrent *ent,
+		  const struct rkv_tp *owner);
 void sw_mrtab_fini(struct sw_mrtab *t);
 /* Register; memid1 is the shm memfd id + 1 (0: none). */
 int sw_mrtab_reg(struct sw_mrtab *t, void *addr, size_t len, unsigned access,
@@ -407,7 +415,7 @@ struct sw_tp {
 	pthread_mutex_t gpu_lock;  /* guards creation of gpu[] entries */
 	struct sw_gpu *gpu[SW_GPU_MAX]; /* by device; NULL until used */
 	/* Connections in the handshake (accepted, HELLO not yet read), all
-	 * guarded by thr_lock; sw_tp.c explains the caps. */
+	 * guarded by thr_lock; sw_hs.c explains the caps. */
 	struct sw_plist hs;        /* all of them, in accept order */
 	unsigned hs_max;           /* total cap (opts or from the fd limit) */
 	unsigned hs_peer_max;      /* cap per peer address */
@@ -460,7 +468,7 @@ struct sw_listener {
 	unsigned nready;
 };
 
-/* sw_tp.c */
+/* sw_tp.c: context, handles, transport thread */
 int sw_tp_init(struct sw_tp *tp, const struct sw_prov *prov,
 	       struct sw_mrent *mrtab);
 void sw_tp_fini(struct sw_tp *tp);
@@ -469,11 +477,38 @@ int sw_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 int sw_mr_dereg(struct rkv_mr *mr);
 int sw_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 		  int gpu, struct rkv_mr **out);
+/* A handle token for ptr of type in tp->h (thr_lock held): 0 or -ENOMEM. */
+int sw_h_alloc(struct sw_tp *tp, enum sw_htype type, void *ptr,
+	       uint64_t *tok);
+/* The live handle of tok, or NULL (freed since; thr_lock held). */
+struct sw_handle *sw_h_get(struct sw_tp *tp, uint64_t tok);
+/* Free the handle of tok; an event that still carries it is ignored. */
+void sw_h_free(struct sw_tp *tp, uint64_t tok);
+/* Add fd to the thread's epoll set with token tok: 0 or -errno. */
+int sw_epoll_add(struct sw_tp *tp, int fd, unsigned events, uint64_t tok);
+/* Start the transport thread if it is not running; thr_lock held. */
+int sw_thr_start_locked(struct sw_tp *tp);
 
-/* sw_gpu.c: the target side of GPU regions. */
+/* sw_hs.c: the handshake set and flood control (thr_lock held) */
+/* The caps' defaults, from the options and RLIMIT_NOFILE. */
+void sw_hs_init(struct sw_tp *tp);
+/* Accept what waits on listener l, into the handshake set. */
+void sw_hs_on_listener(struct sw_tp *tp, struct sw_listener *l);
+/* Read p's HELLO: true while its handshake goes on. */
+bool sw_hs_on_pend(struct sw_tp *tp, struct sw_pend *p);
+/* Drop the handshakes past their deadline. */
+void sw_hs_tick(struct sw_tp *tp, uint64_t now);
+/* Take p out of the handshake set and free it. */
+void sw_pend_drop(struct sw_tp *tp, struct sw_pend *p);
+/* Free p, out of the set already (its fd and fds closed). */
+void sw_pend_free(struct sw_pend *p);
+
+/* sw_gpu.c: the staging of GPU regions */
 /* The staging of device gpu, made on first use; NULL when CUDA fails. */
 struct sw_gpu *sw_gpu_get(struct sw_tp *tp, int gpu);
 void sw_gpu_fini(struct sw_tp *tp);
+
+/* sw_conn.c: listeners, accept, connect */
 /* Take over a bound, listening, non-blocking socket. */
 int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
 		       struct rkv_listener **out);
@@ -485,24 +520,29 @@ int sw_connect_finish(struct sw_tp *tp, struct sw_cq *cq, int fd,
 		      const char *peer, int timeout_ms, struct rkv_ep **out);
 void sw_ep_destroy(struct rkv_ep *ep);
 
-/* sw_ep.c */
+/* sw_ep.c: lifetime, completions, the error state, progress */
 int sw_ep_alloc(struct sw_tp *tp, struct sw_cq *cq, int fd, bool passive,
 		const char *peer, struct sw_ep **out);
 void sw_ep_free(struct sw_ep *ep);
-int sw_ep_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
-int sw_ep_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
-		    struct rkv_recv_wr **bad);
-/* Post one WR, ep->lock held; done_status >= 0 completes it at once with
- * that status (shm's one-sided ops).  Returns 0 or -ENOMEM. */
-int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
-			  int done_status, uint64_t now);
-void sw_ep_tx_frame(struct sw_ep *ep, const struct sw_hdr *h,
-		    const void *payload, size_t len);
-void sw_ep_tx_commit(struct sw_ep *ep);
-/* Queue an fd to ride on the next bytes sent (SCM_RIGHTS). */
-int sw_ep_tx_fd(struct sw_ep *ep, int fd, bool close_after);
-/* Receive and process what is on the socket; ep->lock held. */
-void sw_ep_rx_locked(struct sw_ep *ep);
+/* The send-queue entry of sequence number seq. */
+static inline struct sw_sqe *sw_sq_at(struct sw_ep *ep, uint64_t seq)
+{
+	return &ep->sq[seq % ep->sq_cap];
+}
+/* Queue a completion of ep on its CQ. */
+void sw_ep_push_wc(struct sw_ep *ep, uint64_t wr_id, int status,
+		   enum rkv_wr_opcode op, uint32_t byte_len);
+/* Complete the done WRs at the send queue's head, in posting order. */
+void sw_ep_sq_emit(struct sw_ep *ep);
+/* Error state (flush everything outstanding), then what sq_emit emits. */
+void sw_ep_fail(struct sw_ep *ep);
+void sw_ep_enter_error_locked(struct sw_ep *ep);
+/* The link is gone: fail the oldest WR with status; by_peer (EOF, reset)
+ * logs at debug when nothing was outstanding. */
+void sw_ep_link_lost(struct sw_ep *ep, int status, const char *why,
+		     bool by_peer);
+/* Garbage from the peer: warn and drop the link. */
+void sw_ep_proto_error(struct sw_ep *ep, const char *why);
 /* Finish a locked operation: link loss, epoll interest. */
 void sw_ep_settle_locked(struct sw_ep *ep);
 /* Poll-time progress of an active endpoint. */
@@ -516,20 +556,61 @@ bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events);
 /* Transport-thread work on a passive endpoint. */
 void sw_ep_event(struct sw_ep *ep, unsigned events);
 void sw_ep_tick(struct sw_ep *ep, uint64_t now);
-void sw_ep_proto_error(struct sw_ep *ep, const char *why);
-void sw_ep_enter_error_locked(struct sw_ep *ep);
-/* Pop the oldest received fd (-1 if none). */
-int sw_ep_fd_pop(struct sw_ep *ep);
 
-/* Socket helpers. */
+/* sw_tx.c: posting and output; ep->lock held unless said otherwise */
+int sw_ep_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
+int sw_ep_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
+		    struct rkv_recv_wr **bad);
+/* Post one WR, ep->lock held; done_status >= 0 completes it at once with
+ * that status (shm's one-sided ops).  Returns 0 or -ENOMEM. */
+int sw_ep_post_one_locked(struct sw_ep *ep, const struct rkv_wr *wr,
+			  int done_status, uint64_t now);
+/* Stage a frame (header and payload) for the next sw_ep_tx_commit. */
+void sw_ep_tx_frame(struct sw_ep *ep, const struct sw_hdr *h,
+		    const void *payload, size_t len);
+/* Stage n more payload bytes of the frame being built. */
+void sw_ep_tx_payload(struct sw_ep *ep, const void *p, size_t n);
+/* Stage a RESP frame for request seq. */
+void sw_ep_respond(struct sw_ep *ep, uint64_t seq, int status, uint64_t arg0,
+		   const void *payload, uint32_t len);
+/* Send what is staged; what the socket refuses is copied to txbuf. */
+void sw_ep_tx_commit(struct sw_ep *ep);
+/* Send what txbuf holds, as far as the socket takes it. */
+void sw_ep_tx_flush(struct sw_ep *ep);
+
+/* sw_rx.c: the receive side; ep->lock held */
+/* Receive and process what is on the socket. */
+void sw_ep_rx_locked(struct sw_ep *ep);
+/* Deliver complete unexpected SENDs into posted RECVs. */
+void sw_ep_match_unexp(struct sw_ep *ep);
+
+/* sw_wire.c: socket I/O and fds (the frame format is above) */
 ssize_t sw_sock_recv(int fd, void *buf, size_t len, int *fds, unsigned *nfds,
 		     unsigned maxfds);
+/* sendmsg of ep's iovecs with its queued fds; after_tx on success. */
+ssize_t sw_sock_send(struct sw_ep *ep, struct iovec *iov, unsigned n);
 void sw_set_nonblock(int fd);
-
+/* Queue an fd to ride on the next bytes sent (SCM_RIGHTS). */
+int sw_ep_tx_fd(struct sw_ep *ep, int fd, bool close_after);
+/* Pop the oldest received fd (-1 if none). */
+int sw_ep_fd_pop(struct sw_ep *ep);
 /* Make the writes and reads of data carried by a message visible to
  * ThreadSanitizer as ordered when both ends live in one process. */
 void sw_hb_release(void);
 void sw_hb_acquire(void);
+
+/* sw_gpu.c: the datapath of GPU memory (ep->lock held) */
+/* Target: answer a READ of len bytes of GPU gpu's memory at src. */
+int sw_gpu_read(struct sw_ep *ep, uint64_t seq, const uint8_t *src,
+		uint64_t len, int gpu);
+/* Initiator: send a WRITE or SEND whose payload is in local GPU memory. */
+int sw_gpu_tx(struct sw_ep *ep, const struct sw_hdr *h, const void *src,
+	      int gpu);
+/* Copy n received bytes at p into device memory at dst (queued). */
+int sw_gpu_write_piece(struct sw_ep *ep, struct sw_gpu *g, void *dst,
+		       const uint8_t *p, size_t n);
+/* Wait until every queued copy of g has landed; 0 or -errno. */
+int sw_gpu_write_drain(struct sw_ep *ep, struct sw_gpu *g);
 
 #ifdef __cplusplus
 }

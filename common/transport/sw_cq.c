@@ -121,9 +121,10 @@ static void ovf_push(struct sw_cq *cq, const struct rkv_wc *wc)
 
 			if (!n) {
 				pthread_mutex_unlock(&cq->ovf_lock);
-				rkv_log(RKV_LOG_ERROR, "transport",
-					"CQ overflow: out of memory, completion of wr_id %llu dropped",
-					(unsigned long long)wc->wr_id);
+				rkv_tp_log(&cq->tp->base, RKV_LOG_ERROR,
+					   "transport",
+					   "CQ overflow: out of memory, completion of wr_id %llu dropped",
+					   (unsigned long long)wc->wr_id);
 				return;
 			}
 			cq->ovf = n;

@@ -22,13 +22,15 @@
 #include "../alloc.h"
 #include "../log.h"
 
-int sw_mrtab_init(struct sw_mrtab *t, struct sw_mrent *ent)
+int sw_mrtab_init(struct sw_mrtab *t, struct sw_mrent *ent,
+		  const struct rkv_tp *owner)
 {
 	struct timespec ts;
 	uint32_t seed;
 
 	memset(t, 0, sizeof(*t));
 	t->ent = ent;
+	t->owner = owner;
 	t->gen = rkv_calloc(SW_MR_MAX, sizeof(*t->gen));
 	t->used = rkv_calloc(SW_MR_MAX, 1);
 	if (!t->gen || !t->used)
@@ -90,8 +92,8 @@ int sw_mrtab_reg_gpu(struct sw_mrtab *t, void *addr, size_t len,
 	}
 	pthread_rwlock_unlock(&t->lock);
 	rkv_free(mr);
-	rkv_log(RKV_LOG_WARN, "transport", "MR table full (%u regions)",
-		SW_MR_MAX);
+	rkv_tp_log(t->owner, RKV_LOG_WARN, "transport",
+		   "MR table full (%u regions)", SW_MR_MAX);
 	return -ENOMEM;
 found:
 	t->used[idx] = 1;

@@ -9,7 +9,8 @@
  * (non-blocking socket reads), and since the protocol is symmetric an
  * active endpoint also serves the one-sided requests and SENDs its peer
  * sends.  TCP_NODELAY everywhere; one sendmsg per posted chain.  The
- * framing and queues live in sw_ep.c, shared with shm.
+ * framing and queues live in sw_wire.c, sw_tx.c, sw_rx.c and sw_ep.c,
+ * shared with shm.
  */
 #include "sw.h"
 
@@ -102,8 +103,8 @@ static void tcp_mem_free(struct rkv_tp *tp, void *addr, size_t len)
 	munmap(addr, page_round(len));
 }
 
-static int resolve(const struct rkv_tp_addr *a, bool passive,
-		   struct addrinfo **res)
+static int resolve(struct sw_tp *tp, const struct rkv_tp_addr *a,
+		   bool passive, struct addrinfo **res)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC,
 				  .ai_socktype = SOCK_STREAM,
@@ -114,8 +115,8 @@ static int resolve(const struct rkv_tp_addr *a, bool passive,
 	snprintf(port, sizeof(port), "%u", a->port);
 	rc = getaddrinfo(a->host, port, &hints, res);
 	if (rc) {
-		rkv_log(RKV_LOG_WARN, "tcp", "cannot resolve '%s': %s",
-			a->host, gai_strerror(rc));
+		sw_log(tp, RKV_LOG_WARN, "cannot resolve '%s': %s", a->host,
+		       gai_strerror(rc));
 		return -EINVAL;
 	}
 	return 0;
@@ -148,7 +149,7 @@ static int tcp_listen(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 	char addr[300];
 	int fd, rc, one = 1;
 
-	rc = resolve(a, true, &res);
+	rc = resolve(tp, a, true, &res);
 	if (rc)
 		return rc;
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -161,13 +162,13 @@ static int tcp_listen(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 	 * the port still gives EADDRINUSE. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	/* The transport thread drains the queue at once (closing what a
-	 * cap refuses, sw_tp.c), so a deep queue costs little and absorbs a
+	 * cap refuses, sw_hs.c), so a deep queue costs little and absorbs a
 	 * burst; a full one drops SYNs and a client retries only after 1 s. */
 	if (bind(fd, res->ai_addr, res->ai_addrlen) ||
 	    listen(fd, SOMAXCONN)) {
 		rc = -errno;
-		rkv_log(RKV_LOG_WARN, "tcp", "listen on %s:%u: %s", a->host,
-			a->port, strerror(-rc));
+		sw_log(tp, RKV_LOG_WARN, "listen on %s:%u: %s", a->host,
+		       a->port, strerror(-rc));
 		goto close_fd;
 	}
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl)) {
@@ -195,7 +196,7 @@ static int tcp_connect(struct rkv_tp *btp, const struct rkv_tp_addr *a,
 	char peer[300];
 	int fd, rc, one = 1, left;
 
-	rc = resolve(a, false, &res);
+	rc = resolve(tp, a, false, &res);
 	if (rc)
 		return rc;
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,

@@ -98,6 +98,7 @@ void rkv_tp_opts_init(struct rkv_tp_opts *opts)
 	opts->accept_grant = RKV_GRANT_WRITE;
 	opts->shm_mode = 0600;
 	opts->shm_gid = -1;
+	opts->log_min = RKV_LOG_WARN;
 }
 
 /* Parse "HOST:PORT" or "[V6]:PORT" into out. */
@@ -230,17 +231,19 @@ int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	    o.max_unexpected > (1u << 20) ||
 	    o.max_unexpected_bytes > (1ull << 32) ||
 	    o.accept_grant > RKV_GRANT_WRITE || o.shm_mode > 0777 ||
-	    o.shm_nuids > RKV_TP_SHM_UIDS)
+	    o.shm_nuids > RKV_TP_SHM_UIDS ||
+	    (unsigned)o.log_min > RKV_LOG_OFF)
 		return -EINVAL;
 	if (o.provider == RKV_TP_AUTO) {
+		struct rkv_tp_sink sink = rkv_tp_sink_of(&o);
 		char why[160];
 
 		if (rkv_tp_verbs_available(why, sizeof(why))) {
 			o.provider = RKV_TP_VERBS;
 		} else {
-			rkv_log(RKV_LOG_INFO, "transport",
-				"auto: no usable RDMA device (%s), using tcp",
-				why);
+			rkv_tp_slog(&sink, RKV_LOG_INFO, "transport",
+				    "auto: no usable RDMA device (%s), using tcp",
+				    why);
 			o.provider = RKV_TP_TCP;
 		}
 	}
@@ -253,8 +256,9 @@ int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	tp->ops = ops;
 	tp->provider = o.provider;
 	tp->opts = o;
-	rkv_log(RKV_LOG_INFO, "transport", "provider %s: %s", ops->name,
-		tp->describe);
+	tp->log = rkv_tp_sink_of(&o);
+	rkv_tp_log(tp, RKV_LOG_INFO, "transport", "provider %s: %s",
+		   ops->name, tp->describe);
 	*out = tp;
 	return 0;
 }
@@ -437,17 +441,17 @@ static int check_scheme(const struct rkv_tp *tp, const char *s,
 	int rc = rkv_tp_addr_parse(s, a);
 
 	if (rc) {
-		rkv_log(RKV_LOG_WARN, "transport", "unparsable address '%s'",
-			s ? s : "(null)");
+		rkv_tp_log(tp, RKV_LOG_WARN, "transport",
+			   "unparsable address '%s'", s ? s : "(null)");
 		return rc;
 	}
 	if (a->provider == RKV_TP_AUTO)
 		a->provider = tp->provider;
 	if (a->provider != tp->provider) {
-		rkv_log(RKV_LOG_WARN, "transport",
-			"address '%s' is for provider %s, context is %s", s,
-			rkv_tp_provider_str(a->provider),
-			rkv_tp_provider_str(tp->provider));
+		rkv_tp_log(tp, RKV_LOG_WARN, "transport",
+			   "address '%s' is for provider %s, context is %s", s,
+			   rkv_tp_provider_str(a->provider),
+			   rkv_tp_provider_str(tp->provider));
 		return -EPROTONOSUPPORT;
 	}
 	return 0;

@@ -39,7 +39,9 @@
  *     no posted RECV waits for one (receiver-not-ready) up to the timeout.
  *
  * Every function returns 0 (or a count) on success and -errno on failure.
- * Nothing here exits or prints to stdout; diagnostics go through rkv_log.
+ * Nothing here exits or prints to stdout.  Diagnostics of a context and of
+ * everything made from it go to its log sink (rkv_tp_set_log) when one is
+ * set, else through the global rkv_log (common/log.h, stderr by default).
  *
  * Thread safety: a context (struct rkv_tp) may be shared by threads for
  * registration, listen and connect.  An endpoint and a completion queue are
@@ -52,6 +54,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../log.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -198,6 +202,14 @@ struct rkv_tp_opts {
 	int shm_gid;
 	unsigned shm_nuids;
 	uint32_t shm_uids[RKV_TP_SHM_UIDS];
+	/* appended.  The context's log sink from the start, so that the
+	 * messages of rkv_tp_create itself (device choice on verbs) reach
+	 * it too: as rkv_tp_set_log(tp, log_fn, log_arg, log_min).  log_fn
+	 * NULL (default): the global rkv_log.  log_min default
+	 * RKV_LOG_WARN; above RKV_LOG_OFF is -EINVAL. */
+	rkv_log_fn log_fn;
+	void *log_arg;
+	enum rkv_log_level log_min;
 };
 
 /* Fill opts with defaults. */
@@ -214,6 +226,25 @@ void rkv_tp_opts_init(struct rkv_tp_opts *opts);
 int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out);
 void rkv_tp_destroy(struct rkv_tp *tp);
 enum rkv_tp_provider rkv_tp_provider(const struct rkv_tp *tp);
+/*
+ * Send the messages of tp and of everything made from it - endpoints,
+ * listeners, CQs, MRs, connection set-up, handshakes, flood warnings - to
+ * fn instead of the global rkv_log: fn(level, comp, func, line, msg, arg)
+ * for each message at level min or above (formatted only when it passes;
+ * RKV_LOG_OFF: none), whatever rkv_log_set_level says.  fn NULL sends them
+ * to rkv_log again, as before.  A library that must never print (librkv)
+ * sets a sink, perhaps one that discards: the transport then writes
+ * nothing to stderr or stdout.
+ * fn is called on whichever thread logs - the caller's, or the context's
+ * transport thread - possibly concurrently and with transport locks held:
+ * it must not call into the transport.  The sink is read without a lock:
+ * set it before the context is shared, right after rkv_tp_create and
+ * before its first listen or connect (or give it to rkv_tp_create as
+ * rkv_tp_opts.log_fn, which also covers rkv_tp_create's own messages).
+ * tp NULL: no-op.
+ */
+void rkv_tp_set_log(struct rkv_tp *tp, rkv_log_fn fn, void *arg,
+		    enum rkv_log_level min);
 /* A one-line description of the device in use (verbs: device, port, GID). */
 const char *rkv_tp_describe(const struct rkv_tp *tp);
 /* Whether the context can execute CAS and FETCH_ADD (verbs: atomic_cap). */

@@ -10,9 +10,11 @@
 #ifndef RKV_COMMON_TRANSPORT_TRANSPORT_INTERNAL_H
 #define RKV_COMMON_TRANSPORT_TRANSPORT_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../log.h"
 #include "transport.h"
 
 #ifndef container_of
@@ -61,15 +63,58 @@ struct rkv_tp_ops {
 	int (*ep_grant)(struct rkv_ep *ep, enum rkv_grant grant);
 };
 
+/*
+ * Where the messages of a context go (rkv_tp_set_log).  Every message of
+ * the transport is about some context's object, and goes out through
+ * rkv_tp_log(tp, ...) (or rkv_tp_slog before the context exists), never
+ * through rkv_log directly: with a sink set, the context's messages reach
+ * it alone; without one, rkv_log gets them exactly as before.
+ */
+struct rkv_tp_sink {
+	rkv_log_fn fn;           /* NULL: the global rkv_log */
+	void *arg;
+	enum rkv_log_level min;  /* with fn: the lowest level passed on */
+};
+
 /* Base of every provider context. */
 struct rkv_tp {
 	const struct rkv_tp_ops *ops;
 	enum rkv_tp_provider provider;
 	struct rkv_tp_opts opts;  /* effective options */
+	struct rkv_tp_sink log;   /* from opts (rkv_tp_create; verbs_create sets
+				   * it at once, for its own messages) */
 	int has_atomics;
 	char describe[192];
 	char gpu_why[256];        /* why the last GPU alloc/reg failed */
 };
+
+/* tp_log.c: the sink that opts ask for (providers' create). */
+struct rkv_tp_sink rkv_tp_sink_of(const struct rkv_tp_opts *opts);
+/* Format and hand over one message that rkv_tp_sink_wants(); errno kept. */
+void rkv_tp_sink_emit(const struct rkv_tp_sink *s, enum rkv_log_level level,
+		      const char *comp, const char *func, int line,
+		      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Whether a message at level passes s (or, without a sink, rkv_log). */
+static inline bool rkv_tp_sink_wants(const struct rkv_tp_sink *s,
+				     enum rkv_log_level level)
+{
+	if (s->fn)
+		return level >= s->min && level < RKV_LOG_OFF;
+	return (int)level >= g_rkv_log_level;
+}
+
+/* rkv_log for the messages of a context: level checked before formatting,
+ * __func__ and __LINE__ added, errno kept. */
+#define rkv_tp_slog(sink, level, comp, ...)                                    \
+	do {                                                                   \
+		const struct rkv_tp_sink *rkv_slog_s_ = (sink);                \
+		if (rkv_tp_sink_wants(rkv_slog_s_, (level)))                   \
+			rkv_tp_sink_emit(rkv_slog_s_, (level), (comp),         \
+					 __func__, __LINE__, __VA_ARGS__);     \
+	} while (0)
+#define rkv_tp_log(tp, level, comp, ...)                                       \
+	rkv_tp_slog(&(tp)->log, (level), (comp), __VA_ARGS__)
 
 /* Base of every listener. */
 struct rkv_listener {

@@ -58,8 +58,8 @@ struct verbs_listener {
 };
 
 /* An RC (RDMA_PS_TCP) cm_id on ch; *id stays NULL on failure. */
-static int create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
-		     void *ctx)
+static int create_id(struct rkv_tp *tp, struct rdma_event_channel *ch,
+		     struct rdma_cm_id **id, void *ctx)
 {
 	int rc;
 
@@ -67,8 +67,8 @@ static int create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
 	if (rdma_create_id(ch, id, ctx, RDMA_PS_TCP)) {
 		rc = rkv_verbs_neg_errno(ENOMEM);
 		*id = NULL;
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_create_id: %s",
-			strerror(-rc));
+		verbs_log(tp, RKV_LOG_ERROR, "rdma_create_id: %s",
+			  strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -83,7 +83,7 @@ int rkv_verbs_set_nonblock(int fd)
 	return 0;
 }
 
-static int new_channel(struct rdma_event_channel **out)
+static int new_channel(struct rkv_tp *tp, struct rdma_event_channel **out)
 {
 	int rc;
 
@@ -91,8 +91,8 @@ static int new_channel(struct rdma_event_channel **out)
 	*out = rdma_create_event_channel();
 	if (!*out) {
 		rc = rkv_verbs_neg_errno(ENOMEM);
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
-			"rdma_create_event_channel: %s", strerror(-rc));
+		verbs_log(tp, RKV_LOG_ERROR, "rdma_create_event_channel: %s",
+			  strerror(-rc));
 		return rc;
 	}
 	rc = rkv_verbs_set_nonblock((*out)->fd);
@@ -186,9 +186,9 @@ static int expect_event(struct verbs_ep *ep, enum rdma_cm_event_type want,
 	for (;;) {
 		rc = wait_event(ep->setup_ch, deadline, &ev);
 		if (rc) {
-			rkv_log(RKV_LOG_INFO, VERBS_COMP, "%s: %s waiting for %s",
-				ep->base.peer, strerror(-rc),
-				rdma_event_str(want));
+			verbs_log(ep->base.tp, RKV_LOG_INFO,
+				  "%s: %s waiting for %s", ep->base.peer,
+				  strerror(-rc), rdma_event_str(want));
 			return rc;
 		}
 		if (ev->event == want) {
@@ -202,10 +202,10 @@ static int expect_event(struct verbs_ep *ep, enum rdma_cm_event_type want,
 			continue;
 		}
 		rc = event_error(ev);
-		rkv_log(RKV_LOG_INFO, VERBS_COMP,
-			"%s %s: %s (status %d) instead of %s", what,
-			ep->base.peer, rdma_event_str(ev->event), ev->status,
-			rdma_event_str(want));
+		verbs_log(ep->base.tp, RKV_LOG_INFO,
+			  "%s %s: %s (status %d) instead of %s", what,
+			  ep->base.peer, rdma_event_str(ev->event), ev->status,
+			  rdma_event_str(want));
 		rdma_ack_cm_event(ev);
 		return rc;
 	}
@@ -234,8 +234,9 @@ static void format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
 }
 
 /* HOST:PORT of addr into ss. */
-static int resolve_host(const struct rkv_tp_addr *a, int passive,
-			struct sockaddr_storage *ss, socklen_t *sslen)
+static int resolve_host(struct rkv_tp *tp, const struct rkv_tp_addr *a,
+			int passive, struct sockaddr_storage *ss,
+			socklen_t *sslen)
 {
 	struct addrinfo hints, *res = NULL;
 	char port[8];
@@ -248,8 +249,8 @@ static int resolve_host(const struct rkv_tp_addr *a, int passive,
 	snprintf(port, sizeof(port), "%u", a->port);
 	rc = getaddrinfo(a->host, port, &hints, &res);
 	if (rc || !res) {
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "cannot resolve '%s': %s",
-			a->host, rc ? gai_strerror(rc) : "no address");
+		verbs_log(tp, RKV_LOG_WARN, "cannot resolve '%s': %s", a->host,
+			  rc ? gai_strerror(rc) : "no address");
 		if (res)
 			freeaddrinfo(res);
 		return rc == EAI_SYSTEM ? rkv_verbs_neg_errno(EINVAL) :
@@ -283,7 +284,7 @@ static struct verbs_ep *ep_alloc(struct verbs_tp *vt, struct verbs_cq *cq)
 	ep->base.cq = &cq->base;
 	ep->base.state = RKV_EP_CONNECTED;
 	ep->vcq = cq;
-	if (new_channel(&ep->setup_ch)) {
+	if (new_channel(&vt->base, &ep->setup_ch)) {
 		rkv_free(ep);
 		return NULL;
 	}
@@ -301,9 +302,9 @@ void rkv_verbs_ep_destroy(struct rkv_ep *base)
 		if (had_qp)
 			(void)rdma_disconnect(ep->id); /* async id: no wait */
 		if (rdma_destroy_id(ep->id))
-			rkv_log(RKV_LOG_WARN, VERBS_COMP,
-				"rdma_destroy_id(%s): %s", ep->base.peer,
-				strerror(errno));
+			verbs_log(base->tp, RKV_LOG_WARN,
+				  "rdma_destroy_id(%s): %s", ep->base.peer,
+				  strerror(errno));
 		ep->id = NULL;
 	}
 	if (ep->setup_ch)
@@ -324,9 +325,9 @@ static int check_device(struct verbs_ep *ep, struct verbs_tp *vt)
 {
 	if (same_device(vt, ep->id->verbs))
 		return 0;
-	rkv_log(RKV_LOG_ERROR, VERBS_COMP,
-		"%s is reached through device %s, but the context uses %s",
-		ep->base.peer, dev_name(ep->id->verbs), dev_name(vt->ctx));
+	verbs_log(&vt->base, RKV_LOG_ERROR,
+		  "%s is reached through device %s, but the context uses %s",
+		  ep->base.peer, dev_name(ep->id->verbs), dev_name(vt->ctx));
 	return -ENODEV;
 }
 
@@ -337,16 +338,16 @@ static int finish_connected(struct verbs_ep *ep)
 
 	if (rdma_migrate_id(ep->id, ep->vcq->ch)) {
 		rc = rkv_verbs_neg_errno(EINVAL);
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_migrate_id(%s): %s",
-			ep->base.peer, strerror(-rc));
+		verbs_log(ep->base.tp, RKV_LOG_ERROR, "rdma_migrate_id(%s): %s",
+			  ep->base.peer, strerror(-rc));
 		return rc;
 	}
 	rdma_destroy_event_channel(ep->setup_ch);
 	ep->setup_ch = NULL;
-	rkv_log(RKV_LOG_INFO, VERBS_COMP,
-		"connected to %s: QP 0x%x on %s, inline %u, send %u, recv %u",
-		ep->base.peer, ep->qp_num, dev_name(ep->id->verbs),
-		ep->max_inline, ep->sq_len, ep->rq_len);
+	verbs_log(ep->base.tp, RKV_LOG_INFO,
+		  "connected to %s: QP 0x%x on %s, inline %u, send %u, recv %u",
+		  ep->base.peer, ep->qp_num, dev_name(ep->id->verbs),
+		  ep->max_inline, ep->sq_len, ep->rq_len);
 	return 0;
 }
 
@@ -362,15 +363,98 @@ static void conn_param_init(struct rdma_conn_param *p, struct verbs_tp *vt)
 
 /* -------------------------------------------------------------- connect */
 
+/* Active side up to a resolved route: address, device check, route. */
+static int connect_resolve(struct verbs_ep *ep, struct verbs_tp *vt,
+			   const struct rkv_tp_addr *addr, uint64_t deadline)
+{
+	struct rkv_tp *tp = &vt->base;
+	struct sockaddr_storage dst;
+	socklen_t dstlen;
+	int rc;
+
+	rc = resolve_host(tp, addr, 0, &dst, &dstlen);
+	if (rc)
+		return rc;
+	rc = create_id(tp, ep->setup_ch, &ep->id, ep);
+	if (rc)
+		return rc;
+	errno = 0;
+	if (rdma_resolve_addr(ep->id, NULL, (struct sockaddr *)&dst,
+			      resolve_ms(deadline))) {
+		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
+		verbs_log(tp, RKV_LOG_WARN, "rdma_resolve_addr(%s): %s",
+			  ep->base.peer, strerror(-rc));
+		return rc;
+	}
+	rc = expect_event(ep, RDMA_CM_EVENT_ADDR_RESOLVED, deadline,
+			  "resolving");
+	if (rc)
+		return rc;
+	rc = check_device(ep, vt);
+	if (rc)
+		return rc;
+	if (ep->id->port_num != vt->port)
+		verbs_log(tp, RKV_LOG_WARN,
+			  "%s is reached through port %u of %s, the context chose port %u",
+			  ep->base.peer, ep->id->port_num, dev_name(vt->ctx),
+			  vt->port);
+	errno = 0;
+	if (rdma_resolve_route(ep->id, resolve_ms(deadline))) {
+		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
+		verbs_log(tp, RKV_LOG_WARN, "rdma_resolve_route(%s): %s",
+			  ep->base.peer, strerror(-rc));
+		return rc;
+	}
+	return expect_event(ep, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline,
+			    "routing to");
+}
+
+/* Active side from a resolved route: QP, REQ, REP, RTU. */
+static int connect_establish(struct verbs_ep *ep, struct verbs_tp *vt,
+			     uint64_t deadline)
+{
+	struct rkv_tp *tp = &vt->base;
+	struct rdma_conn_param param;
+	int rc;
+
+	rc = rkv_verbs_ep_setup_qp(ep);
+	if (!rc)
+		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_INIT);
+	if (rc)
+		return rc;
+	conn_param_init(&param, vt);
+	param.qp_num = ep->qp_num;
+	errno = 0;
+	if (rdma_connect(ep->id, &param)) {
+		rc = rkv_verbs_neg_errno(ECONNREFUSED);
+		verbs_log(tp, RKV_LOG_WARN, "rdma_connect(%s): %s",
+			  ep->base.peer, strerror(-rc));
+		return rc;
+	}
+	rc = expect_event(ep, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline,
+			  "connecting to");
+	if (!rc)
+		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_RTR);
+	if (!rc)
+		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_RTS);
+	if (rc)
+		return rc; /* destroying the id rejects the REP */
+	errno = 0;
+	if (rdma_establish(ep->id)) {
+		rc = rkv_verbs_neg_errno(ECONNABORTED);
+		verbs_log(tp, RKV_LOG_WARN, "rdma_establish(%s): %s",
+			  ep->base.peer, strerror(-rc));
+		return rc;
+	}
+	return finish_connected(ep);
+}
+
 int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		      struct rkv_cq *cqb, int timeout_ms, struct rkv_ep **out)
 {
 	struct verbs_tp *vt = container_of(tp, struct verbs_tp, base);
 	struct verbs_cq *cq = container_of(cqb, struct verbs_cq, base);
 	uint64_t deadline = deadline_of(timeout_ms);
-	struct rdma_conn_param param;
-	struct sockaddr_storage dst;
-	socklen_t dstlen;
 	struct verbs_ep *ep;
 	int rc;
 
@@ -383,81 +467,15 @@ int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	else
 		snprintf(ep->base.peer, sizeof(ep->base.peer), "%s:%u",
 			 addr->host, addr->port);
-	rc = resolve_host(addr, 0, &dst, &dstlen);
-	if (rc)
-		goto fail;
-	rc = create_id(ep->setup_ch, &ep->id, ep);
-	if (rc)
-		goto fail;
-	errno = 0;
-	if (rdma_resolve_addr(ep->id, NULL, (struct sockaddr *)&dst,
-			      resolve_ms(deadline))) {
-		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_resolve_addr(%s): %s",
-			ep->base.peer, strerror(-rc));
-		goto fail;
-	}
-	rc = expect_event(ep, RDMA_CM_EVENT_ADDR_RESOLVED, deadline,
-			  "resolving");
-	if (rc)
-		goto fail;
-	rc = check_device(ep, vt);
-	if (rc)
-		goto fail;
-	if (ep->id->port_num != vt->port)
-		rkv_log(RKV_LOG_WARN, VERBS_COMP,
-			"%s is reached through port %u of %s, the context chose port %u",
-			ep->base.peer, ep->id->port_num, dev_name(vt->ctx),
-			vt->port);
-	errno = 0;
-	if (rdma_resolve_route(ep->id, resolve_ms(deadline))) {
-		rc = rkv_verbs_neg_errno(EHOSTUNREACH);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_resolve_route(%s): %s",
-			ep->base.peer, strerror(-rc));
-		goto fail;
-	}
-	rc = expect_event(ep, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline,
-			  "routing to");
-	if (rc)
-		goto fail;
-	rc = rkv_verbs_ep_setup_qp(ep);
+	rc = connect_resolve(ep, vt, addr, deadline);
 	if (!rc)
-		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_INIT);
-	if (rc)
-		goto fail;
-	conn_param_init(&param, vt);
-	param.qp_num = ep->qp_num;
-	errno = 0;
-	if (rdma_connect(ep->id, &param)) {
-		rc = rkv_verbs_neg_errno(ECONNREFUSED);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_connect(%s): %s",
-			ep->base.peer, strerror(-rc));
-		goto fail;
+		rc = connect_establish(ep, vt, deadline);
+	if (rc) {
+		rkv_verbs_ep_destroy(&ep->base);
+		return rc;
 	}
-	rc = expect_event(ep, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline,
-			  "connecting to");
-	if (!rc)
-		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_RTR);
-	if (!rc)
-		rc = rkv_verbs_ep_qp_to(ep, IBV_QPS_RTS);
-	if (rc)
-		goto fail; /* destroying the id rejects the REP */
-	errno = 0;
-	if (rdma_establish(ep->id)) {
-		rc = rkv_verbs_neg_errno(ECONNABORTED);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_establish(%s): %s",
-			ep->base.peer, strerror(-rc));
-		goto fail;
-	}
-	rc = finish_connected(ep);
-	if (rc)
-		goto fail;
 	*out = &ep->base;
 	return 0;
-
-fail:
-	rkv_verbs_ep_destroy(&ep->base);
-	return rc;
 }
 
 /* --------------------------------------------------------------- listen */
@@ -467,8 +485,8 @@ void rkv_verbs_listener_destroy(struct rkv_listener *base)
 	struct verbs_listener *l = container_of(base, struct verbs_listener, base);
 
 	if (l->id && rdma_destroy_id(l->id))
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_destroy_id(%s): %s",
-			l->base.addr, strerror(errno));
+		verbs_log(base->tp, RKV_LOG_WARN, "rdma_destroy_id(%s): %s",
+			  l->base.addr, strerror(errno));
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
 	rkv_free(l);
@@ -486,41 +504,43 @@ int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 	l = rkv_calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	rc = resolve_host(addr, 1, &ss, &sslen);
+	l->base.tp = tp; /* for the log of a failure; rkv_listen sets it too */
+	rc = resolve_host(tp, addr, 1, &ss, &sslen);
 	if (rc)
 		goto fail;
-	rc = new_channel(&l->ch);
+	rc = new_channel(tp, &l->ch);
 	if (rc)
 		goto fail;
-	rc = create_id(l->ch, &l->id, l);
+	rc = create_id(tp, l->ch, &l->id, l);
 	if (rc)
 		goto fail;
 	errno = 0;
 	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
 		rc = rkv_verbs_neg_errno(EADDRNOTAVAIL);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_bind_addr(%s:%u): %s",
-			addr->host, addr->port, strerror(-rc));
+		verbs_log(tp, RKV_LOG_WARN, "rdma_bind_addr(%s:%u): %s",
+			  addr->host, addr->port, strerror(-rc));
 		goto fail;
 	}
 	if (l->id->verbs && !same_device(vt, l->id->verbs)) {
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP,
-			"%s belongs to device %s, but the context uses %s",
-			addr->host, dev_name(l->id->verbs), dev_name(vt->ctx));
+		verbs_log(tp, RKV_LOG_ERROR,
+			  "%s belongs to device %s, but the context uses %s",
+			  addr->host, dev_name(l->id->verbs),
+			  dev_name(vt->ctx));
 		rc = -ENODEV;
 		goto fail;
 	}
 	errno = 0;
 	if (rdma_listen(l->id, LISTEN_BACKLOG)) {
 		rc = rkv_verbs_neg_errno(EADDRINUSE);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_listen(%s:%u): %s",
-			addr->host, addr->port, strerror(-rc));
+		verbs_log(tp, RKV_LOG_WARN, "rdma_listen(%s:%u): %s",
+			  addr->host, addr->port, strerror(-rc));
 		goto fail;
 	}
 	snprintf(l->base.addr, sizeof(l->base.addr),
 		 strchr(addr->host, ':') ? "verbs://[%s]:%u" : "verbs://%s:%u",
 		 addr->host, (unsigned)ntohs(rdma_get_src_port(l->id)));
-	rkv_log(RKV_LOG_INFO, VERBS_COMP, "listening on %s (%s)", l->base.addr,
-		l->id->verbs ? dev_name(l->id->verbs) : "all devices");
+	verbs_log(tp, RKV_LOG_INFO, "listening on %s (%s)", l->base.addr,
+		  l->id->verbs ? dev_name(l->id->verbs) : "all devices");
 	*out = &l->base;
 	return 0;
 
@@ -558,8 +578,8 @@ static int accept_one(struct verbs_tp *vt, struct verbs_cq *cq,
 	errno = 0;
 	if (rdma_migrate_id(id, ep->setup_ch)) {
 		rc = rkv_verbs_neg_errno(EINVAL);
-		rkv_log(RKV_LOG_ERROR, VERBS_COMP, "rdma_migrate_id(%s): %s",
-			ep->base.peer, strerror(-rc));
+		verbs_log(&vt->base, RKV_LOG_ERROR, "rdma_migrate_id(%s): %s",
+			  ep->base.peer, strerror(-rc));
 		rdma_reject(id, NULL, 0);
 		goto fail;
 	}
@@ -587,8 +607,8 @@ static int accept_one(struct verbs_tp *vt, struct verbs_cq *cq,
 	errno = 0;
 	if (rdma_accept(id, &param)) {
 		rc = rkv_verbs_neg_errno(ECONNABORTED);
-		rkv_log(RKV_LOG_WARN, VERBS_COMP, "rdma_accept(%s): %s",
-			ep->base.peer, strerror(-rc));
+		verbs_log(&vt->base, RKV_LOG_WARN, "rdma_accept(%s): %s",
+			  ep->base.peer, strerror(-rc));
 		goto fail;
 	}
 	rc = expect_event(ep, RDMA_CM_EVENT_ESTABLISHED, deadline,
@@ -624,9 +644,9 @@ int rkv_verbs_accept(struct rkv_listener *lb, struct rkv_cq *cqb,
 		if (rc)
 			return rc;
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-			rkv_log(RKV_LOG_DEBUG, VERBS_COMP,
-				"listener %s: ignoring %s", l->base.addr,
-				rdma_event_str(ev->event));
+			verbs_log(&vt->base, RKV_LOG_DEBUG,
+				  "listener %s: ignoring %s", l->base.addr,
+				  rdma_event_str(ev->event));
 			rdma_ack_cm_event(ev);
 			continue;
 		}
@@ -666,11 +686,17 @@ void rkv_verbs_cq_cm_events(struct verbs_cq *cq)
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		case RDMA_CM_EVENT_ADDR_CHANGE:
+			/* A peer that disconnects is an ordinary end of the
+			 * connection: debug only; losing the device or the
+			 * address is news. */
 			if (ep && ep->base.state != RKV_EP_ERROR) {
-				rkv_log(RKV_LOG_INFO, VERBS_COMP,
-					"%s: %s, endpoint in error",
-					ep->base.peer,
-					rdma_event_str(ev->event));
+				verbs_log(cq->base.tp,
+					  ev->event == RDMA_CM_EVENT_DISCONNECTED
+						  ? RKV_LOG_DEBUG
+						  : RKV_LOG_INFO,
+					  "%s: %s, endpoint in error",
+					  ep->base.peer,
+					  rdma_event_str(ev->event));
 				ep->base.state = RKV_EP_ERROR;
 			}
 			break;

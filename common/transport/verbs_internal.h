@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * verbs_internal.h - objects of the verbs provider, shared by verbs.c (device,
- * memory, CQ, QP, datapath) and verbs_cm.c (rdma_cm connections).
+ * verbs_internal.h - objects of the verbs provider, shared by verbs.c
+ * (device and context), verbs_mr.c (memory), verbs_cq.c (CQs), verbs_qp.c
+ * (QPs), verbs_post.c (datapath) and verbs_cm.c (rdma_cm connections).
  *
  * A context opens its own device (ibv_open_device) and PD; QPs are created
  * on that PD with ibv_create_qp and driven through INIT/RTR/RTS by us, with
@@ -24,7 +25,7 @@
  * destroyed) is dropped.
  *
  * Connected cm_ids are moved to their CQ's event channel; rkv_cq_poll reads
- * it now and then (see CM_CHECK_EVERY in verbs.c) to learn of disconnects.
+ * it now and then (see CM_CHECK_EVERY in verbs_cq.c) to learn of disconnects.
  * Every cm event is acked as soon as it is read, so rdma_destroy_id (which
  * waits for unacked events of its id) never blocks on us.
  */
@@ -42,6 +43,9 @@
 #include "transport_internal.h"
 
 #define VERBS_COMP "verbs"
+/* rkv_tp_log of the verbs provider (tp: the struct rkv_tp of a context). */
+#define verbs_log(tp, level, ...)                                              \
+	rkv_tp_log((tp), (level), VERBS_COMP, __VA_ARGS__)
 #define VERBS_MR_BUCKETS 64u  /* MR table, chained by lkey */
 #define VERBS_EP_BUCKETS 256u /* per-CQ endpoint table, chained by qp_num */
 #define VERBS_MAX_RD_ATOMIC 16 /* cap on outstanding READ/atomics per QP */
@@ -139,10 +143,42 @@ struct verbs_ep {
 	uint8_t init_depth;        /* passive side: max_rd_atomic (0: rdma_cm's) */
 };
 
-/* verbs.c */
+/* The lkey chain of verbs_tp.mr_tab that lkey is on. */
+static inline unsigned verbs_mr_bucket(uint32_t lkey)
+{
+	return (lkey ^ (lkey >> 8)) % VERBS_MR_BUCKETS;
+}
+
+/* verbs_mr.c: memory and registrations (the ops of those names) */
+int verbs_mem_alloc(struct rkv_tp *tp, size_t len, void **out);
+void verbs_mem_free(struct rkv_tp *tp, void *addr, size_t len);
+int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
+		 struct rkv_mr **out);
+int verbs_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
+		     unsigned access, int gpu, struct rkv_mr **out);
+int verbs_mr_dereg(struct rkv_mr *mr);
+
+/* verbs_cq.c: completion queues (the ops of those names) */
+int verbs_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
+void verbs_cq_destroy(struct rkv_cq *cq);
+int verbs_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
+int verbs_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
+/* Enter ep in / take it out of cq's qp_num table. */
+void verbs_cq_add(struct verbs_cq *cq, struct verbs_ep *ep);
+void verbs_cq_del(struct verbs_cq *cq, struct verbs_ep *ep);
+
+/* verbs_qp.c: queue pairs */
+/* Create the QP (RESET) on the context's PD, with its rings and scratch. */
 int rkv_verbs_ep_setup_qp(struct verbs_ep *ep);
+/* Move the QP to INIT, RTR or RTS with rdma_cm's attributes and ours. */
 int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state);
+/* Out of the CQ table, destroy the QP, free rings and scratch. */
 void rkv_verbs_ep_fini_qp(struct verbs_ep *ep);
+
+/* verbs_post.c: the datapath (the ops of those names) */
+int verbs_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
+int verbs_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
+		    struct rkv_recv_wr **bad);
 
 /* verbs_cm.c */
 int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_frame.c - libFuzzer harness for the frame parser of the software
- * providers (sw_frame_check in common/transport/sw_ep.c, the function the
+ * providers (sw_frame_check in common/transport/sw_wire.c, the function the
  * tcp and shm receive paths and handshakes call).
  *
  * The input is read as a stream of frames, the way the receive path walks

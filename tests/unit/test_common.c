@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_common.c - unit tests for common/: address parsing, names of enums,
- * option checks, the histogram and the log level parser.  Pure functions; no
- * provider needs to work for these.
+ * option checks, the histogram, the log level parser and the default log
+ * sink's line format.  Pure functions; no provider needs to work for these.
  */
 #include <errno.h>
+#include <regex.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hist.h"
 #include "log.h"
@@ -147,6 +150,49 @@ static void t_log_level(void)
 	EXPECT_STREQ(rkv_log_level_str(RKV_LOG_WARN), "warn");
 }
 
+/* The default sink: "2026-12-02T03:07:19.123456Z warn tcp: msg (f:l)". */
+static void t_log_format(void)
+{
+	struct timespec ts = { .tv_sec = 1796180839, .tv_nsec = 123456789 };
+	char buf[64], path[] = "/tmp/rkv-logfmt-XXXXXX", line[256] = "";
+	regex_t re;
+	int fd, saved;
+	ssize_t n;
+
+	EXPECT_EQ(rkv_log_fmt_time(&ts, buf, sizeof(buf)), 27);
+	EXPECT_STREQ(buf, "2026-12-02T03:07:19.123456Z");
+	ts.tv_nsec = 999;
+	rkv_log_fmt_time(&ts, buf, sizeof(buf));
+	EXPECT_STREQ(buf, "2026-12-02T03:07:19.000000Z");
+	EXPECT_EQ(rkv_log_fmt_time(&ts, buf, 27), 0); /* no room for NUL */
+	EXPECT_STREQ(buf, "");
+
+	/* the whole line, as the default sink writes it to stderr */
+	fd = mkstemp(path);
+	ASSERT_TRUE(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	rkv_log_emit(RKV_LOG_WARN, "tcp", "fn", 42, "hello %d", 7);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	n = pread(fd, line, sizeof(line) - 1, 0);
+	close(fd);
+	unlink(path);
+	ASSERT_TRUE(n > 0);
+	line[n] = '\0';
+	ASSERT_EQ(regcomp(&re,
+			  "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:"
+			  "[0-9]{2}\\.[0-9]{6}Z warn tcp: hello 7 \\(fn:42\\)\n$",
+			  REG_EXTENDED | REG_NOSUB),
+		  0);
+	if (regexec(&re, line, 0, NULL, 0))
+		printf("#   line: %s", line);
+	EXPECT_EQ(regexec(&re, line, 0, NULL, 0), 0);
+	regfree(&re);
+}
+
 int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, 30);
@@ -157,5 +203,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_opts);
 	RKV_TEST(t_hist);
 	RKV_TEST(t_log_level);
+	RKV_TEST(t_log_format);
 	return rkv_test_done();
 }
