@@ -143,7 +143,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
 CLIENT_SRCS := $(wildcard client/*.c)
-CLI_SRCS := $(wildcard tools/rkv.c)
+CLI_SRCS := $(wildcard tools/rkv_cli.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
 COMMON_OBJS := $(call obj,$(COMMON_SRCS)) \
@@ -201,7 +201,26 @@ $(SERVER_LIB): $(call obj,$(SERVER_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(CLIENT_LIB): $(call obj,$(CLIENT_SRCS))
+# librkv.a hides librkv's internals as librkv.so does: the client objects
+# go into one relocatable object (ld -r) in which every global that
+# client/librkv.map does not list is made local (objcopy), so a program
+# linking librkv.a can call only the API.  proto and common stay in their
+# archives, which every program linking librkv.a links too (one copy of
+# the log level and of the CUDA objects: a second, localized copy of
+# common/gpu's COMDAT groups breaks the link of a program that also uses
+# common).  tools/check-symbols.sh (make test) checks both libraries.
+# Tests of the internals link the plain client objects,
+# $(CLIENT_INTERNAL_LIB).
+$(CLIENT_LIB): $(call obj,$(CLIENT_SRCS)) client/librkv.map \
+		tools/check-symbols.sh
+	@mkdir -p $(dir $@) $(OBJ)
+	bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv.syms
+	$(LD) -r -o $(OBJ)/librkv.r.o $(filter %.o,$^)
+	objcopy --keep-global-symbols=$(OBJ)/librkv.syms $(OBJ)/librkv.r.o
+	rm -f $@ && ar rcs $@ $(OBJ)/librkv.r.o
+
+CLIENT_INTERNAL_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv_internal.a)
+$(CLIENT_INTERNAL_LIB): $(call obj,$(CLIENT_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -237,7 +256,7 @@ $(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
-TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(SERVER_LIB) $(CLIENT_LIB) \
+TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(SERVER_LIB) $(CLIENT_INTERNAL_LIB) \
 	$(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
 
 $(TST)/%: $(OBJ)/tests/unit/%.o $(TEST_LIBS)

@@ -5,6 +5,11 @@
  * "rkv-server: listening on ADDR" on stdout (scripts read the port from
  * it), then run the control loop until SIGINT or SIGTERM.
  *
+ * Every reason not to start is one line on stderr, "rkv-server: ..."
+ * naming the option or the address, and nothing else of ours: the
+ * configuration is printed only once the server is up.  Whatever happens
+ * after that goes through rkv_log (common/log.h: its sink, its format).
+ *
  * The loop spins while there is work and sleeps IDLE_SLEEP_US once it has
  * been idle for IDLE_SPINS passes: the CPU serves only the control plane,
  * never a get or put, so a short sleep costs clients nothing but the
@@ -88,7 +93,13 @@ int main(int argc, char **argv)
 
 	rkv_srv_config_init(&cfg);
 	/* RKV_LOG_LEVEL sets the default; --log-level overrides it */
-	if (rkv_log_level_from_env() == 0 && getenv("RKV_LOG_LEVEL")) {
+	if (rkv_log_level_from_env()) {
+		fprintf(stderr, "rkv-server: RKV_LOG_LEVEL: '%s' is not one of "
+				"debug, info, warn, error\n",
+			getenv("RKV_LOG_LEVEL"));
+		return 2;
+	}
+	if (getenv("RKV_LOG_LEVEL")) {
 		env_level = rkv_log_get_level();
 		if (env_level != RKV_LOG_OFF)
 			cfg.log_level = env_level;
@@ -116,6 +127,24 @@ int main(int argc, char **argv)
 		}
 		rkv_srv_datamem_close(&dm);
 	}
+
+	rc = setup_signals();
+	if (rc) {
+		fprintf(stderr, "rkv-server: cannot handle SIGINT and SIGTERM: "
+				"%s\n", strerror(-rc));
+		rkv_srv_wipe(cfg.secret, sizeof(cfg.secret));
+		return 1;
+	}
+	err[0] = '\0';
+	rc = rkv_srv_create_why(&cfg, &srv, err, sizeof(err));
+	rkv_srv_wipe(cfg.secret, sizeof(cfg.secret)); /* srv has its copy */
+	if (rc) {
+		fprintf(stderr, "rkv-server: cannot start on %s: %s\n",
+			cfg.listen, err[0] ? err : strerror(-rc));
+		return 1;
+	}
+	/* the configuration and the start lines only once the server runs:
+	 * a start that fails prints the one line above and nothing else */
 	rkv_srv_config_print(&cfg, stderr);
 	if (cfg.secret_len && cfg.secret_len < RKV_SRV_SECRET_WEAK)
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
@@ -123,19 +152,7 @@ int main(int argc, char **argv)
 			"and response allow guessing a short secret offline "
 			"(use e.g. 32 random bytes)",
 			cfg.secret_len);
-
-	rc = setup_signals();
-	if (rc) {
-		fprintf(stderr, "rkv-server: signals: %s\n", strerror(-rc));
-		return 1;
-	}
-	rc = rkv_srv_create(&cfg, &srv);
-	rkv_srv_wipe(cfg.secret, sizeof(cfg.secret)); /* srv has its copy */
-	if (rc) {
-		fprintf(stderr, "rkv-server: cannot start on %s: %s\n",
-			cfg.listen, strerror(-rc));
-		return 1;
-	}
+	rkv_srv_log_start(srv);
 	printf("rkv-server: listening on %s\n", rkv_srv_addr(srv));
 	fflush(stdout);
 

@@ -23,11 +23,15 @@
  * cannot be registered (verbs: neither dma-buf nor peer memory) is an
  * error too, never a silent copy through host memory.
  *
- * rkv_srv_create is a goto ladder; rkv_srv_destroy mirrors it and accepts a
- * partly built server.
+ * rkv_srv_create_why is a goto ladder; rkv_srv_destroy mirrors it and
+ * accepts a partly built server.  A failure is not logged where it happens
+ * but described in the caller's why buffer, so that rkv-server says it in
+ * one line (rkv_srv_create logs that line instead).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -41,6 +45,90 @@
 #define DATA_ACCESS                                                            \
 	(RKV_ACCESS_LOCAL_WRITE | RKV_ACCESS_REMOTE_READ |                     \
 	 RKV_ACCESS_REMOTE_WRITE | RKV_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * The transport's log sink.  While the server starts, the transport's
+ * messages are held back: a start that fails is then one line from
+ * rkv-server, whose cause names the first warning or error held (a host
+ * that does not resolve, an address in use), and a start that works logs
+ * them after the configuration (tplog_release).  From then on each
+ * message goes straight to rkv_log_emit (the global sink, its format).
+ * The transport's own thread logs too: the lock orders it with the
+ * release.
+ */
+#define TPLOG_HELD_MAX 16
+
+struct rkv_srv_tplog {
+	pthread_mutex_t lock;
+	int holding;            /* 1 until tplog_release */
+	unsigned n, dropped;    /* held; not held (beyond TPLOG_HELD_MAX) */
+	struct {
+		enum rkv_log_level level;
+		int line;
+		char comp[16], func[48], msg[256];
+	} held[TPLOG_HELD_MAX];
+};
+
+static void tplog_sink(enum rkv_log_level level, const char *comp,
+		       const char *func, int line, const char *msg, void *arg)
+{
+	struct rkv_srv_tplog *l = arg;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->holding) {
+		if (l->n < TPLOG_HELD_MAX) {
+			l->held[l->n].level = level;
+			l->held[l->n].line = line;
+			snprintf(l->held[l->n].comp, sizeof(l->held[0].comp),
+				 "%s", comp);
+			snprintf(l->held[l->n].func, sizeof(l->held[0].func),
+				 "%s", func);
+			snprintf(l->held[l->n].msg, sizeof(l->held[0].msg), "%s",
+				 msg);
+			l->n++;
+		} else {
+			l->dropped++;
+		}
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	pthread_mutex_unlock(&l->lock);
+	rkv_log_emit(level, comp, func, line, "%s", msg);
+}
+
+/* Log what was held, in order, and stop holding. */
+static void tplog_release(struct rkv_srv_tplog *l)
+{
+	pthread_mutex_lock(&l->lock);
+	for (unsigned i = 0; i < l->n; i++)
+		rkv_log_emit(l->held[i].level, l->held[i].comp,
+			     l->held[i].func, l->held[i].line, "%s",
+			     l->held[i].msg);
+	if (l->dropped)
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"%u more transport messages of the start not shown",
+			l->dropped);
+	l->n = 0;
+	l->holding = 0;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* The first warning or error held, "comp: msg" into buf; 0 if none. */
+static int tplog_cause(struct rkv_srv_tplog *l, char *buf, size_t len)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&l->lock);
+	for (unsigned i = 0; i < l->n && !found; i++) {
+		if (l->held[i].level >= RKV_LOG_WARN) {
+			snprintf(buf, len, "%s: %s", l->held[i].comp,
+				 l->held[i].msg);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&l->lock);
+	return found;
+}
 
 static uint32_t random_id(void)
 {
@@ -63,7 +151,8 @@ static int region_mr(struct rkv_srv *srv, struct rkv_srv_datamem *dm,
 
 static int reg_region(struct rkv_srv *srv, const char *what,
 		      struct rkv_srv_datamem *dm, size_t len, unsigned access,
-		      void **mem, struct rkv_mr **mr, struct rkv_mr **ro_mr)
+		      void **mem, struct rkv_mr **mr, struct rkv_mr **ro_mr,
+		      char *why, size_t whylen)
 {
 	const char *where = dm ? rkv_srv_datamem_describe(dm) : "host memory";
 	int gpu = dm ? rkv_srv_datamem_gpu(dm) : -1;
@@ -75,18 +164,18 @@ static int reg_region(struct rkv_srv *srv, const char *what,
 		rc = rkv_tp_mem_alloc(srv->tp, len, mem);
 	if (rc) {
 		*mem = NULL;
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"%s region: cannot allocate %zu bytes of %s: %s%s%s",
-			what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
-			gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
+		rkv_msgf(why, whylen,
+			 "%s region: cannot allocate %zu bytes of %s: %s%s%s",
+			 what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
+			 gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
 		return rc;
 	}
 	rc = region_mr(srv, dm, *mem, len, access, mr);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"%s region: cannot register %zu bytes of %s: %s%s%s",
-			what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
-			gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
+		rkv_msgf(why, whylen,
+			 "%s region: cannot register %zu bytes of %s: %s%s%s",
+			 what, len, where, strerror(-rc), gpu >= 0 ? ": " : "",
+			 gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
 		return rc;
 	}
 	rc = region_mr(srv, dm, *mem, len, RKV_ACCESS_REMOTE_READ, ro_mr);
@@ -123,34 +212,55 @@ int rkv_srv_region_reg(struct rkv_srv *srv, enum rkv_srv_region which,
 
 int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 {
+	char why[256] = "";
+	int rc = rkv_srv_create_why(cfg, out, why, sizeof(why));
+
+	if (rc)
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "cannot start on %s: %s",
+			cfg->listen, why[0] ? why : strerror(-rc));
+	else
+		tplog_release((*out)->tplog);
+	return rc;
+}
+
+int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
+		       char *why, size_t whylen)
+{
 	struct rkv_tp_opts opts;
 	struct rkv_tp_addr a;
 	struct rkv_srv *srv;
-	char why[256];
+	char dmwhy[256];
 	unsigned depth;
 	int rc;
 
 	*out = NULL;
 	rc = rkv_tp_addr_parse(cfg->listen, &a);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "bad address '%s'",
-			cfg->listen);
+		rkv_msgf(why, whylen, "--listen: '%s' is not an address",
+			 cfg->listen);
 		return rc;
 	}
 	srv = rkv_calloc(1, sizeof(*srv));
-	if (!srv)
+	if (srv)
+		srv->tplog = rkv_calloc(1, sizeof(*srv->tplog));
+	if (!srv || !srv->tplog) {
+		rkv_free(srv);
+		rkv_msgf(why, whylen, "out of memory");
 		return -ENOMEM;
+	}
+	pthread_mutex_init(&srv->tplog->lock, NULL);
+	srv->tplog->holding = 1;
 	srv->cfg = *cfg;
 	srv->server_id = random_id();
 	srv->next_client_id = 1;
 	srv->start_ms = rkv_now_ms();
 
 	/* First: a GPU that cannot be used stops us before anything runs. */
-	rc = rkv_srv_datamem_open(cfg->data_gpu, why, sizeof(why),
+	rc = rkv_srv_datamem_open(cfg->data_gpu, dmwhy, sizeof(dmwhy),
 				  &srv->datamem);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "--data-memory %s: %s",
-			cfg->data_memory[0] ? cfg->data_memory : "host", why);
+		rkv_msgf(why, whylen, "--data-memory %s: %s",
+			 cfg->data_memory[0] ? cfg->data_memory : "host", dmwhy);
 		goto err;
 	}
 
@@ -175,22 +285,26 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	opts.shm_gid = cfg->shm_gid;
 	opts.shm_nuids = cfg->shm_nuids;
 	memcpy(opts.shm_uids, cfg->shm_uids, sizeof(opts.shm_uids));
+	opts.log_fn = tplog_sink;
+	opts.log_arg = srv->tplog;
+	opts.log_min = (enum rkv_log_level)cfg->log_level;
 	rc = rkv_tp_create(&opts, &srv->tp);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"cannot open the %s transport: %s",
-			rkv_tp_provider_str(a.provider), strerror(-rc));
+		rkv_msgf(why, whylen, "cannot open the %s transport: %s",
+			 rkv_tp_provider_str(a.provider), strerror(-rc));
 		goto err;
 	}
 
 	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE);
 	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
-			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr);
+			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr,
+			why, whylen);
 	if (rc)
 		goto err;
 	srv->data_len = (size_t)cfg->memory;
 	rc = reg_region(srv, "data", srv->datamem, srv->data_len, DATA_ACCESS,
-			&srv->data_mem, &srv->data_mr, &srv->data_ro_mr);
+			&srv->data_mem, &srv->data_mr, &srv->data_ro_mr, why,
+			whylen);
 	if (rc)
 		goto err;
 
@@ -201,36 +315,40 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 		rc = rkv_tp_mem_alloc(srv->tp, srv->ctr_len, &srv->ctr_mem);
 		if (rc) {
 			srv->ctr_mem = NULL;
-			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-				"counter region: cannot allocate %zu bytes: %s",
-				srv->ctr_len, strerror(-rc));
+			rkv_msgf(why, whylen,
+				 "counter region: cannot allocate %zu bytes: %s",
+				 srv->ctr_len, strerror(-rc));
 			goto err;
 		}
 		rc = rkv_mr_reg(srv->tp, srv->ctr_mem, srv->ctr_len,
 				RKV_ACCESS_ALL, &srv->ctr_mr);
 		if (rc) {
-			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-				"counter region: cannot register: %s",
-				strerror(-rc));
+			rkv_msgf(why, whylen,
+				 "counter region: cannot register: %s",
+				 strerror(-rc));
 			goto err;
 		}
 		srv->ctr_names = rkv_calloc(cfg->counters,
 					    sizeof(*srv->ctr_names));
 		if (!srv->ctr_names) {
 			rc = -ENOMEM;
+			rkv_msgf(why, whylen, "counter names: out of memory");
 			goto err;
 		}
 	}
 
 	rc = rkv_space_create(cfg->memory, cfg->grace_ms, &srv->space);
-	if (rc)
+	if (rc) {
+		rkv_msgf(why, whylen, "space manager: %s", strerror(-rc));
 		goto err;
+	}
 
 	srv->nslots = (uint32_t)cfg->max_clients + RKV_CTRL_OVERFLOW;
 	srv->conns = rkv_calloc(srv->nslots, sizeof(*srv->conns));
 	srv->gens = rkv_calloc(srv->nslots, sizeof(*srv->gens));
 	if (!srv->conns || !srv->gens) {
 		rc = -ENOMEM;
+		rkv_msgf(why, whylen, "connection table: out of memory");
 		goto err;
 	}
 
@@ -240,17 +358,39 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 		depth = 1u << 20;
 	rc = rkv_cq_create(srv->tp, depth, &srv->cq);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"cannot create a CQ of %u entries: %s", depth,
-			strerror(-rc));
+		rkv_msgf(why, whylen, "cannot create a CQ of %u entries: %s",
+			 depth, strerror(-rc));
 		goto err;
 	}
 	rc = rkv_listen(srv->tp, cfg->listen, &srv->listener);
 	if (rc) {
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "cannot listen on %s: %s",
-			cfg->listen, strerror(-rc));
+		rkv_msgf(why, whylen, "cannot listen: %s%s", strerror(-rc),
+			 rc == -EADDRINUSE ? " (another server there?)" : "");
 		goto err;
 	}
+	*out = srv;
+	return 0;
+
+err:
+	if (why && whylen) {
+		size_t used = strlen(why);
+		char cause[300];
+
+		/* what the transport said, when it says more than rc */
+		if (tplog_cause(srv->tplog, cause, sizeof(cause)) &&
+		    !strstr(cause, strerror(-rc)))
+			snprintf(why + used, whylen - used, " (%s)", cause);
+	}
+	rkv_srv_destroy(srv);
+	return rc;
+}
+
+void rkv_srv_log_start(const struct rkv_srv *srv)
+{
+	const struct rkv_srv_config *cfg = &srv->cfg;
+
+	tplog_release(srv->tplog);
+
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 		"server %08x: index %" PRIu64 " buckets (%zu bytes) rkey %u, "
 		"data %zu bytes in %s rkey %u, %s",
@@ -265,12 +405,6 @@ int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out)
 	else
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
 			"accepting any client (no --secret-file)");
-	*out = srv;
-	return 0;
-
-err:
-	rkv_srv_destroy(srv);
-	return rc;
 }
 
 void rkv_srv_destroy(struct rkv_srv *srv)
@@ -299,6 +433,10 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 	if (srv->index_mem)
 		rkv_tp_mem_free(srv->tp, srv->index_mem, srv->index_len);
 	rkv_tp_destroy(srv->tp);
+	if (srv->tplog) { /* after the transport: its threads log into it */
+		pthread_mutex_destroy(&srv->tplog->lock);
+		rkv_free(srv->tplog);
+	}
 	rkv_srv_datamem_close(&srv->datamem);
 	rkv_srv_wipe(srv->cfg.secret, sizeof(srv->cfg.secret));
 	rkv_free(srv);

@@ -2,15 +2,19 @@
 /*
  * server_internal.h - what the files of rkv-server share.
  *
- *   config.c  the settings table, command-line parsing and printing
- *   index.c   the index region (buckets of slots) and its scans
- *   space.c   the data-region space manager: chunk grants, block returns,
- *             the grace queue and the free-space rebuild after a client dies
- *   server.c  the server object: transport, registered regions, lifecycle
- *   ctrl.c    the control plane: connections and control messages
- *   counter.c the counter region's name table (COUNTER_OPEN)
- *   auth.c    the shared secret (--secret-file), nonces, HMAC-SHA256
- *   main.c    the command line, signals and the poll loop
+ *   config.c          the settings table, command-line parsing and printing
+ *   index.c           the index region (buckets of slots) and its scans
+ *   space.c           the data-region space manager: chunk grants, block
+ *                     returns, the grace queue and the free-space rebuild
+ *                     after a client dies
+ *   server.c          the server object: transport, registered regions,
+ *                     lifecycle
+ *   ctrl.c            the control plane: connections and control messages
+ *   counter_region.c  the counter region's name table (COUNTER_OPEN)
+ *   rotate.c          rkey rotation (--rotate-rkeys)
+ *   datamem.c         where the data region lives: host or GPU (datamem.h)
+ *   auth.c            the shared secret (--secret-file), nonces, HMAC-SHA256
+ *   main.c            the command line, signals and the poll loop
  *
  * The server CPU never executes a get/put/delete/rmw: clients do those with
  * one-sided operations on the index and data regions, registered once at
@@ -269,9 +273,12 @@ struct rkv_srv_conn {
 	size_t nchunks, chunks_cap;
 };
 
+struct rkv_srv_tplog;
+
 struct rkv_srv {
 	struct rkv_srv_config cfg;
 	struct rkv_tp *tp;
+	struct rkv_srv_tplog *tplog; /* the transport's log sink (server.c) */
 	struct rkv_cq *cq;
 	struct rkv_listener *listener;
 	void *index_mem;          /* nbuckets buckets, from rkv_tp_mem_alloc */
@@ -334,7 +341,7 @@ enum rkv_srv_region {
 int rkv_srv_region_reg(struct rkv_srv *srv, enum rkv_srv_region which,
 		       unsigned access, struct rkv_mr **out);
 
-/* counter.c */
+/* counter_region.c */
 /*
  * The word index of counter name (NUL-terminated, 1..RKV_COUNTER_NAME_MAX-1
  * bytes): the same index for the same name; a new name takes the next free
@@ -382,9 +389,19 @@ struct rkv_srv;
 /*
  * Create the server: transport context, index and data regions (from
  * rkv_tp_mem_alloc, registered once), CQ and listener.  Returns 0 or -errno
- * (logged).
+ * (logged: one error line naming what failed).
  */
 int rkv_srv_create(const struct rkv_srv_config *cfg, struct rkv_srv **out);
+/*
+ * rkv_srv_create, but the failure is not logged: why (whylen bytes; NULL
+ * or 0 for none) then holds one line naming what failed (the region, the
+ * listen error, the option), for the caller to print once.
+ */
+int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
+		       char *why, size_t whylen);
+/* Log what the server runs with (regions, rkeys, transport, whether
+ * clients must authenticate): once, after the configuration is printed. */
+void rkv_srv_log_start(const struct rkv_srv *srv);
 /* Close every connection and free everything.  Accepts NULL. */
 void rkv_srv_destroy(struct rkv_srv *srv);
 /* The bound address, with the real port. */

@@ -12,6 +12,8 @@ PROVIDERS=${RKV_TEST_PROVIDERS:-tcp shm verbs}
 
 # every #include follows the dependency graph in the Makefile
 tap_run check-deps 60 bash tools/check-deps.sh
+# librkv.a and librkv.so export only the API of client/librkv.map
+tap_run check-symbols 60 bash tools/check-symbols.sh "$O"
 
 for t in "$O"/tests/test_*; do
   [ -x "$t" ] || continue

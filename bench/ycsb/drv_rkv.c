@@ -13,11 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "transport.h"
 #include "ycsb.h"
 
 struct ycsb_drv {
 	struct rkv_client *c;
 	char *servers;            /* owned copy with schemes added */
+	char why[256];            /* librkv's first warning or error */
 };
 
 /*
@@ -54,6 +56,8 @@ static char *with_scheme(const char *servers, const char *provider,
 	for (char *a = strtok_r(copy, ",", &save); a;
 	     a = strtok_r(NULL, ",", &save)) {
 		const char *sep = strstr(a, "://");
+		struct rkv_tp_addr ta;
+		size_t at = len ? len + 1 : 0; /* where a lands in out */
 		int w;
 
 		if (sep && provider && strcmp(provider, "auto") &&
@@ -73,6 +77,13 @@ static char *with_scheme(const char *servers, const char *provider,
 			snprintf(err, errlen, "--servers too long");
 			goto err_free;
 		}
+		if (rkv_tp_addr_parse(out + at, &ta)) {
+			snprintf(err, errlen, "--servers: '%s' is not an rkv "
+				 "address (tcp://HOST:PORT, shm:///NAME, "
+				 "verbs://HOST:PORT, or HOST:PORT with "
+				 "--provider)", a);
+			goto err_free;
+		}
 	}
 	free(copy);
 	return out;
@@ -81,6 +92,39 @@ err_free:
 	free(copy);
 	free(out);
 	return NULL;
+}
+
+/* librkv's log callback: keep the first warning or error, which names
+ * the cause of a failed connect better than the error code does. */
+static void on_log(int level, const char *msg, void *arg)
+{
+	struct ycsb_drv *d = arg;
+
+	if (level >= 2 && !d->why[0])
+		snprintf(d->why, sizeof(d->why), "%s", msg);
+}
+
+static const char *connect_hint(int rc, const char *servers)
+{
+	static _Thread_local char buf[320];
+
+	switch (rc) {
+	case -ECONNREFUSED:
+		/* like the Redis and memcached drivers: how to start one */
+		snprintf(buf, sizeof(buf), "start it with: rkv-server --listen "
+			 "%.256s", servers);
+		return buf;
+	case -EACCES:
+		return "wrong or no secret: $RKV_SECRET_FILE";
+	case -ETIMEDOUT:
+		return "no answer in time";
+	case -EUSERS:
+		return "the server has its --max-clients clients";
+	case -EPROTO:
+		return "not an rkv-server, or another protocol version";
+	default:
+		return NULL;
+	}
 }
 
 static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
@@ -108,11 +152,16 @@ static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
 	o.max_inflight = cfg->batch;
 	o.max_value = cfg->record_len < 4096 ? 4096 :
 		      (unsigned)cfg->record_len;
+	o.log_fn = on_log;
+	o.log_arg = d;
 	rc = rkv_client_create(&o, &d->c);
 	if (rc) {
-		snprintf(err, errlen, "cannot connect to rkv at %s: %s (start "
-			 "it with: rkv-server --listen %s)", d->servers,
-			 strerror(-rc), d->servers);
+		const char *why = d->why[0] && !strstr(d->why, strerror(-rc)) ?
+				  d->why : connect_hint(rc, d->servers);
+
+		snprintf(err, errlen, "cannot connect to rkv at %s: %s%s%s%s",
+			 d->servers, strerror(-rc), why ? " (" : "",
+			 why ? why : "", why ? ")" : "");
 		goto err_free_servers;
 	}
 	*out = d;

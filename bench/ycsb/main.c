@@ -20,7 +20,11 @@
  * a read-modify-write).
  *
  * Exit status: 0 done, 1 some operations failed, 2 bad input, a store that
- * cannot be reached, or a client-wide failure.
+ * cannot be reached, or a client-wide failure (a thread's connection lost:
+ * the server stopped; it ends that thread's phase).  Each is told in one
+ * line on stderr: the first failed operation of the run (the report counts
+ * them all), or the first client-wide failure, naming the store and its
+ * servers.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -56,6 +60,8 @@ struct worker {
 	struct rkv_hist hist[YCSB_NTYPES];
 	int failed;                 /* client-wide failure */
 	char err[512];
+	uint64_t op_errors;         /* this phase's failed operations */
+	char first_err[512];        /* the first of them */
 };
 
 struct ctx {
@@ -69,7 +75,18 @@ struct ctx {
 	uint64_t stop_ns;           /* maxexecutiontime deadline; 0: none */
 	_Atomic uint64_t progress;  /* operations finished, all threads */
 	_Atomic unsigned running;
+	const char *servers;        /* as the report names them */
+	int op_err_told;            /* the first failed op's line is out */
 };
+
+/* A status that means the connection is gone (the server stopped): no
+ * later operation of the thread can succeed. */
+static int conn_lost(int status)
+{
+	return status == -ECONNRESET || status == -ENOTCONN ||
+	       status == -EPIPE || status == -ECONNABORTED ||
+	       status == -ESHUTDOWN;
+}
 
 static void die_oom(void)
 {
@@ -133,11 +150,22 @@ static void finish_op(struct worker *w, struct ycsb_op *op, uint64_t now)
 		snprintf(w->err, sizeof(w->err), "insert acknowledgement "
 			 "window overflow");
 	}
-	if (op->status && w->errors[t] <= 3)
-		fprintf(stderr, "%s: thread %u: %s %.*s: %s\n", YCSB_PROG,
-			w->tid, ycsb_op_str(t), (int)op->key_len, op->key,
-			op->status == -EBADMSG ? "value is not the record written"
-					       : strerror(-op->status));
+	if (!op->status)
+		return;
+	if (conn_lost(op->status) && !w->failed) {
+		w->failed = 1;
+		snprintf(w->err, sizeof(w->err),
+			 "%s at %s: %s (the connection is lost: did the server "
+			 "stop?)", c->drv->name, c->servers,
+			 strerror(-op->status));
+	}
+	if (!w->op_errors++)
+		snprintf(w->first_err, sizeof(w->first_err),
+			 "thread %u: %s %.*s: %s (%s at %s)", w->tid,
+			 ycsb_op_str(t), (int)op->key_len, op->key,
+			 op->status == -EBADMSG ? "value is not the record written"
+						: strerror(-op->status),
+			 c->drv->name, c->servers);
 }
 
 static void *worker_main(void *arg)
@@ -162,6 +190,8 @@ static void *worker_main(void *arg)
 		for (;;) {
 			struct ycsb_op *op = pending;
 
+			if (w->failed)
+				break;
 			if (!op) {
 				if (issued >= w->nops || !nfree)
 					break;
@@ -224,8 +254,8 @@ static void *worker_main(void *arg)
 		n = drv->poll(w->d, w->done, (int)c->batch + 64);
 		if (n < 0) {
 			w->failed = 1;
-			snprintf(w->err, sizeof(w->err), "%s: %s", drv->name,
-				 strerror(-n));
+			snprintf(w->err, sizeof(w->err), "%s at %s: %s",
+				 drv->name, c->servers, strerror(-n));
 			break;
 		}
 		now = rkv_now_ns();
@@ -317,6 +347,7 @@ static int run_phase(struct ctx *c, struct worker *ws, int load,
 		memset(w->skipped, 0, sizeof(w->skipped));
 		memset(w->rtts, 0, sizeof(w->rtts));
 		memset(w->records, 0, sizeof(w->records));
+		w->op_errors = 0;
 		for (int t = 0; t < YCSB_NTYPES; t++)
 			rkv_hist_init(&w->hist[t]);
 		c->drv->stats_reset(w->d);
@@ -327,8 +358,8 @@ static int run_phase(struct ctx *c, struct worker *ws, int load,
 		     t0 + p->maxexecutiontime * 1000000000ull : 0;
 	for (unsigned i = 0; i < c->threads; i++)
 		if (pthread_create(&ws[i].th, NULL, worker_main, &ws[i])) {
-			fprintf(stderr, "%s: cannot start thread %u\n",
-				YCSB_PROG, i);
+			fprintf(stderr, "%s: cannot start thread %u of %u\n",
+				YCSB_PROG, i, c->threads);
 			exit(2);
 		}
 	while (atomic_load_explicit(&c->running, memory_order_acquire)) {
@@ -358,15 +389,23 @@ static int run_phase(struct ctx *c, struct worker *ws, int load,
 		rkv_hist_init(&r->hist[t]);
 		r->skip_why[t] = c->skip[t] ? c->drv->unsupported(t) : NULL;
 	}
+	struct worker *first_failed = NULL, *first_err = NULL;
+	unsigned nfailed = 0;
+	uint64_t op_errors = 0;
+
 	for (unsigned i = 0; i < c->threads; i++) {
 		struct worker *w = &ws[i];
 		struct ycsb_drv_stats ds;
 
 		pthread_join(w->th, NULL);
 		if (w->failed) {
-			fprintf(stderr, "%s: thread %u: %s\n", YCSB_PROG,
-				w->tid, w->err);
+			first_failed = first_failed ? first_failed : w;
+			nfailed++;
 			rc = 2;
+		}
+		if (w->op_errors) {
+			first_err = first_err ? first_err : w;
+			op_errors += w->op_errors;
 		}
 		for (int t = 0; t < YCSB_NTYPES; t++) {
 			r->count[t] += w->count[t];
@@ -387,6 +426,22 @@ static int run_phase(struct ctx *c, struct worker *ws, int load,
 		r->ds.lock_waits += ds.lock_waits;
 		r->ds.lock_steals += ds.lock_steals;
 		r->ds.doorbells += ds.doorbells;
+	}
+	/* one line: the client-wide failure, else the first failed op */
+	if (first_failed) {
+		fprintf(stderr, "%s: %s phase: thread %u: %s", YCSB_PROG,
+			r->phase, first_failed->tid, first_failed->err);
+		if (nfailed > 1)
+			fprintf(stderr, " (%u of %u threads failed)", nfailed,
+				c->threads);
+		fputc('\n', stderr);
+		c->op_err_told = 1;
+	} else if (first_err && !c->op_err_told) {
+		fprintf(stderr, "%s: %s phase: %" PRIu64 " operation%s failed, "
+				"the first: %s\n", YCSB_PROG, r->phase,
+			op_errors, op_errors == 1 ? "" : "s",
+			first_err->first_err);
+		c->op_err_told = 1;
 	}
 	return rc;
 }
@@ -487,7 +542,8 @@ int main(int argc, char **argv)
 	struct ycsb_props p;
 	struct ctx c;
 
-	while ((ch = getopt_long(argc, argv, "P:p:h", lo, NULL)) != -1) {
+	opterr = 0; /* one line of ours instead of getopt's and the usage */
+	while ((ch = getopt_long(argc, argv, ":P:p:h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'P':
 			if (nfiles == 16) {
@@ -535,13 +591,24 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case ':':
+			fprintf(stderr, "%s: option '%s' needs a value (try "
+					"--help)\n", YCSB_PROG, argv[optind - 1]);
+			return 2;
+		default:
+			if (optopt && strncmp(argv[optind - 1], "--", 2))
+				fprintf(stderr, "%s: unknown option '-%c' (try "
+						"--help)\n", YCSB_PROG, optopt);
+			else
+				fprintf(stderr, "%s: unknown option '%s' (try "
+						"--help)\n", YCSB_PROG,
+					argv[optind - 1]);
+			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", YCSB_PROG,
-			argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "%s: unexpected argument '%s' (try --help)\n",
+			YCSB_PROG, argv[optind]);
 		return 2;
 	}
 	if (summary)
@@ -550,8 +617,7 @@ int main(int argc, char **argv)
 		return ycsb_report_plot(json, plot) ? 2 : 0;
 	if (!nfiles) {
 		fprintf(stderr, "%s: no workload: give -P FILE (e.g. -P "
-				"workloads/workloada)\n", YCSB_PROG);
-		usage(stderr);
+				"workloads/workloada; try --help)\n", YCSB_PROG);
 		return 2;
 	}
 	if (plot && !json) {
@@ -651,6 +717,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	c.servers = servers;
 	r->db = c.drv->name;
 	r->label = label ? label : c.drv->name;
 	r->servers = servers;

@@ -37,14 +37,14 @@ notok() {
 }
 skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
 
-# expect STATUS PATTERN NAME -- CMD...: status and a stderr line matching
+# expect STATUS PATTERN NAME -- CMD...: status and one stderr line, matching
 expect() {
   local want=$1 pat=$2 name=$3 rc
   shift 4
   timeout -k 5 60 "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   if [ "$rc" = "$want" ] && grep -qE -- "$pat" "$tmp/err" &&
-    [ "$(wc -l <"$tmp/err")" -le 2 ]; then
+    [ "$(wc -l <"$tmp/err")" = 1 ]; then
     ok "$name"
   else
     echo "# exit $rc (want $want), stderr:" >>"$tmp/err"
@@ -90,8 +90,8 @@ expect 2 "cannot connect to redis at 127.0.0.1:$dead: Connection refused \(start
 expect 2 "cannot connect to memcached at 127.0.0.1:$dead: Connection refused \(start it with: memcached" \
   "memcached not running: how to start it, exit 2" -- \
   "$Y" -P $W/workloada --db memcached --servers "127.0.0.1:$dead"
-expect 2 "cannot connect to rkv at tcp://127.0.0.1:$dead" \
-  "rkv-server not running, exit 2" -- \
+expect 2 "cannot connect to rkv at tcp://127.0.0.1:$dead: Connection refused \(start it with: rkv-server --listen tcp://127.0.0.1:$dead" \
+  "rkv-server not running: how to start it, exit 2" -- \
   "$Y" -P $W/workloada --servers "127.0.0.1:$dead" --provider tcp
 
 # --------------------------------------------------------- determinism

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli.sh - the rkv command-line client against a real rkv-server (tcp):
-# get/put/del/stat, stdin values, exit codes 0/1/2 and one clear error line.
+# get/put/del/stat, stdin values, exit codes 0/1/2 and one clear error line
+# (tools_errors.sh has every error case, on tcp and shm).
 # TAP output.  Usage: cli.sh BUILD_DIR
 set -u
 O=${1:-build}
@@ -34,10 +35,10 @@ R frobnicate 2>"$err"; rc=$?
 [ "$rc" = 2 ] && grep -q "unknown command" "$err"; ok $? "unknown command: exit 2"
 R get 2>"$err"; [ $? = 2 ]; ok $? "missing argument: exit 2"
 R put "" v 2>"$err"; rc=$?
-[ "$rc" = 2 ] && grep -q "Invalid argument" "$err"; ok $? "empty key: exit 2"
+[ "$rc" = 2 ] && grep -q "the key is empty" "$err"; ok $? "empty key: exit 2"
 long=$(head -c 1100 /dev/zero | tr '\0' k)
 R put "$long" v 2>"$err"; rc=$?
-[ "$rc" = 2 ] && grep -qi "too long" "$err"; ok $? "key over the limit: exit 2"
+[ "$rc" = 2 ] && grep -q "longer than 1024" "$err"; ok $? "key over the limit: exit 2"
 timeout 20 "$BIN/rkv" --servers tcp://127.0.0.1:1 get x 2>"$err"; rc=$?
 [ "$rc" = 2 ] && grep -q "cannot connect" "$err"; ok $? "unreachable server: exit 2"
 timeout 20 "$BIN/rkv" --servers "tcp://bad" get x 2>"$err"; [ $? = 2 ]; ok $? "bad address: exit 2"

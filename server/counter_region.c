@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * counter.c - the counter region's name table.  The region is
+ * counter_region.c - the counter region's name table.  The region is
  * cfg.counters 8-byte words registered for remote read, write and atomics;
  * clients change the words only with one-sided FETCH_ADD / CAS and read
  * them with READ, so the server never touches a word after start (the
