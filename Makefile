@@ -29,15 +29,18 @@
 # outside them, "../dir/x.h" paths too.  proto uses xxh3 for block
 # checksums and key hashes (the remote layout), header-only: common/hash.h
 # and nothing else of common, no link dependency.  Nothing depends on
-# server or client except tools, bench, examples and tests.
+# server or client except tools, bench, examples and tests.  The parameter
+# server (client/ps, part of librkv) sees of the KV core only its public
+# header and the extension point, rkv_ext.h; the core never sees it.
 DEPS_proto    := common/hash.h
 DEPS_common   :=
 DEPS_client   := proto common
+DEPS_client/ps := client/rkv.h client/rkv_ext.h common
 DEPS_server   := proto common
 DEPS_tools    := client proto common
-DEPS_bench    := client proto common
-DEPS_examples := client proto common
-DEPS_tests    := client server proto common
+DEPS_bench    := client client/ps proto common
+DEPS_examples := client client/ps proto common
+DEPS_tests    := client client/ps server proto common
 # include directories a directory stands for (default: itself)
 IDIRS_common  := common common/transport
 IDIRS_tests   := . tests/lib
@@ -142,7 +145,7 @@ BENCH_PS_SRCS := $(wildcard bench/ps/*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
-CLIENT_SRCS := $(wildcard client/*.c)
+CLIENT_SRCS := $(wildcard client/*.c client/ps/*.c)
 CLI_SRCS := $(wildcard tools/rkv_cli.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api.c - librkv's public entry points: the pipelined interface (submit,
- * poll), the synchronous calls built on it, and batches.  A synchronous
- * call submits one op and drives progress until that op is done; ops of
- * the pipelined interface that finish meanwhile stay queued for rkv_poll.
+ * poll), the synchronous calls built on it, batches, the device calls,
+ * and the extension point of rkv_ext.h.  A synchronous call submits one
+ * op and drives progress until that op is done; ops of the pipelined
+ * interface that finish meanwhile stay queued for rkv_poll.
  */
-#include "client_internal.h"
+#include "client.h"
 
 #include <errno.h>
 #include <string.h>
@@ -13,46 +14,43 @@
 
 #include "rtime.h"
 
-static int check_op(const struct rkv_client *c, const struct rkv_op *op)
+/* The kind of a public op type (NULL: not one). */
+static const struct op_kind *kind_of(enum rkv_op_type t)
 {
+	switch (t) {
+	case RKV_OP_GET: return &op_get;
+	case RKV_OP_PUT: return &op_put;
+	case RKV_OP_DELETE: return &op_del;
+	case RKV_OP_RMW: return &op_rmw;
+	}
+	return NULL;
+}
+
+/* Check op's arguments for kind k (x: its extension descriptor). */
+static int check_op(const struct rkv_client *c, const struct rkv_op *op,
+		    const struct op_kind *k, const struct rkv_ext_op *x)
+{
+	if (!k)
+		return -EINVAL;
 	if (!op->key || op->key_len == 0)
 		return -EINVAL;
 	if (op->key_len > RKV_KEY_MAX)
 		return -EMSGSIZE;
-	switch (op->type) {
-	case RKV_OP_GET:
+	if (k == &op_get || k == &op_split_get) {
 		if (op->buf_cap && !op->buf)
 			return -EINVAL;
-		return 0;
-	case RKV_OP_PUT:
-		if (op->val_len && !op->val)
-			return -EINVAL;
-		if (op->val_len > c->opts.max_value)
-			return -EMSGSIZE;
-		return 0;
-	case RKV_OP_DELETE:
-		return 0;
-	case RKV_OP_RMW:
-		return op->fn ? 0 : -EINVAL;
+		return k == &op_split_get && (!x || (x->tail_len && !x->tail)) ?
+			       -EINVAL : 0;
 	}
-	/* internal kinds (client_internal.h, submitted by ps.c) */
-	if (op->type == RKV_OP_XGET)
-		return op->val && (op->buf || !op->buf_cap) ? 0 : -EINVAL;
-	if (op->type == RKV_OP_XPUT)
-		return op->val && op->fn ? 0 : -EINVAL;
-	/* device ops: only the *_dev calls below make them */
-	if (!c->gpu)
-		return -EINVAL;
-	if (op->type == RKV_OP_DGET)
-		return op->buf || !op->buf_cap ? 0 : -EINVAL;
-	if (op->type == RKV_OP_DPUT) {
+	if (k == &op_put) {
 		if (op->val_len && !op->val)
 			return -EINVAL;
 		return op->val_len > c->opts.max_value ? -EMSGSIZE : 0;
 	}
-	if (op->type == RKV_OP_DRMW)
-		return op->fn ? 0 : -EINVAL;
-	return -EINVAL;
+	if (k == &op_rmw || k == &op_head_put)
+		return op->fn && (k == &op_rmw || (x && x->put_fn)) ? 0
+								    : -EINVAL;
+	return k == &op_del ? 0 : -EINVAL;
 }
 
 static struct opslot *slot_get(struct rkv_client *c)
@@ -71,26 +69,48 @@ static int all_done(const struct rkv_client *c)
 	return 1;
 }
 
-int rkv_submit(struct rkv_client *c, struct rkv_op *op)
+/* Occupy slot o with op. */
+static void slot_take(struct rkv_client *c, struct opslot *o,
+		      struct rkv_op *op, const struct op_kind *k,
+		      struct rkv_ext_op *x, struct cgpu *d)
+{
+	o->op = op;
+	o->kind = k;
+	o->x = x;
+	o->x_try = x != NULL;
+	if (x)
+		x->split = 0;
+	o->d = d;
+	o->state = OP_START;
+	o->t_start_ns = rkv_now_ns();
+	op->status = -EINPROGRESS;
+	op->rtts = 0;
+	c->inflight++;
+}
+
+int client_submit(struct rkv_client *c, struct rkv_op *op,
+		  const struct op_kind *k, struct rkv_ext_op *x)
 {
 	struct opslot *o;
 	int rc;
 
 	if (!c || !op)
 		return -EINVAL;
-	rc = check_op(c, op);
+	rc = check_op(c, op, k, x);
 	if (rc)
 		return rc;
 	o = slot_get(c);
 	if (!o)
 		return -EAGAIN;
-	o->op = op;
-	o->state = OP_START;
-	o->t_start_ns = rkv_now_ns();
-	op->status = -EINPROGRESS;
-	op->rtts = 0;
-	c->inflight++;
+	slot_take(c, o, op, k, x, NULL);
 	return 0;
+}
+
+int rkv_submit(struct rkv_client *c, struct rkv_op *op)
+{
+	if (!op)
+		return -EINVAL;
+	return client_submit(c, op, kind_of(op->type), NULL);
 }
 
 static void slot_release(struct rkv_client *c, struct opslot *o)
@@ -98,6 +118,11 @@ static void slot_release(struct rkv_client *c, struct opslot *o)
 	o->state = OP_FREE;
 	o->op = NULL;
 	c->inflight--;
+}
+
+int client_progress(struct rkv_client *c)
+{
+	return eng_progress(&c->eng);
 }
 
 int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max)
@@ -112,7 +137,7 @@ int rkv_poll(struct rkv_client *c, struct rkv_op **done, int max)
 			return rc;
 	}
 	if (c->done_head)
-		client_progressed(c);
+		eng_progressed(&c->eng);
 	while (c->done_head && n < max) {
 		struct opslot *o = c->done_head;
 
@@ -150,62 +175,34 @@ static void unlink_done(struct rkv_client *c, struct opslot *o)
  * Waiting.  A thread with ops in flight polls; when a poll finds nothing
  * it calls rkv_wait, which first lets it spin (return at once, poll again)
  * and then blocks in rkv_cq_wait.  How long to spin adapts to a moving
- * average of this client's idle periods: below RKV_WAIT_FAST_NS (a quick
- * peer with a core of its own) it spins up to RKV_SPIN_LONG_NS, since a
- * wake-up costs more than the rest of the wait; above RKV_WAIT_SLOW_NS
- * (typically more busy threads than cores, where the spinning thread keeps
- * the peer that must answer off the CPU) it blocks after
- * RKV_SPIN_SHORT_NS.  In between it keeps its mode: blocking itself adds
- * a wake-up to every wait, and without the gap one slow moment would keep
- * a quick client blocking for good.  On 2 cores, tcp, one op in flight per
- * thread: 1 thread is as fast as before, 2 and 4 threads 1.2-1.9x faster
- * (figures in docs/DESIGN.md §2).  Should a wait fail, callers
- * sleep briefly instead, so that they never spin hot.
+ * average of this client's idle periods (engine.c): below 40 us (a quick
+ * peer with a core of its own) it spins up to 50 us, since a wake-up
+ * costs more than the rest of the wait; above 60 us (typically more busy
+ * threads than cores, where the spinning thread keeps the peer that must
+ * answer off the CPU) it blocks after 2 us.  In between it keeps its
+ * mode: blocking itself adds a wake-up to every wait, and without the gap
+ * one slow moment would keep a quick client blocking for good.  On 2
+ * cores, tcp, one op in flight per thread: 1 thread is as fast as before,
+ * 2 and 4 threads 1.2-1.9x faster (figures in docs/DESIGN.md §2).  Should
+ * a wait fail, callers sleep briefly instead, so that they never spin hot.
  */
-#define RKV_SPIN_LONG_NS 50000ull
-#define RKV_SPIN_SHORT_NS 2000ull
-#define RKV_WAIT_FAST_NS 40000ull
-#define RKV_WAIT_SLOW_NS 60000ull
 #define RKV_IDLE_WAIT_US 1000u
 #define RKV_IDLE_SLEEP_NS 20000L
 /* An op that waits on a timer (lock back-off, chunk retry) is looked at
  * again after about this long at most. */
 #define RKV_WAIT_TIMER_US 500u
 
-void client_progressed(struct rkv_client *c)
-{
-	if (c->idle_t0) {
-		uint64_t d = rkv_now_ns() - c->idle_t0;
-
-		c->wait_avg_ns = (7 * c->wait_avg_ns + d) / 8;
-		c->idle_t0 = 0;
-		if (c->wait_avg_ns < RKV_WAIT_FAST_NS)
-			c->spin_short = 0;
-		else if (c->wait_avg_ns > RKV_WAIT_SLOW_NS)
-			c->spin_short = 1;
-	}
-}
-
 int rkv_wait(struct rkv_client *c, unsigned timeout_us)
 {
-	uint64_t now, spin;
-
 	if (!c)
 		return -EINVAL;
 	/* spinning: the caller polls again (checked first, it is the
 	 * common case) */
-	now = rkv_now_ns();
-	if (!c->idle_t0)
-		c->idle_t0 = now;
-	spin = c->spin_short ? RKV_SPIN_SHORT_NS : RKV_SPIN_LONG_NS;
-	if (now - c->idle_t0 < spin)
+	if (eng_spinning(&c->eng))
 		return 0;
 	/* before blocking: is there work for rkv_poll? */
 	if (c->done_head)
 		return 0;
-	for (unsigned i = 0; i < c->nsrv; i++)
-		if (c->srv[i].pend_head)
-			return 0; /* WRs for the next doorbell: poll posts them */
 	for (unsigned i = 0; i < c->nslots; i++) {
 		enum op_state st = c->slots[i].state;
 
@@ -215,13 +212,13 @@ int rkv_wait(struct rkv_client *c, unsigned timeout_us)
 		    timeout_us > RKV_WAIT_TIMER_US)
 			timeout_us = RKV_WAIT_TIMER_US;
 	}
-	return rkv_cq_wait(c->cq, timeout_us);
+	return eng_block(&c->eng, timeout_us);
 }
 
 void client_idle(struct rkv_client *c, int progressed)
 {
 	if (progressed) {
-		client_progressed(c);
+		eng_progressed(&c->eng);
 	} else if (rkv_wait(c, RKV_IDLE_WAIT_US) < 0) {
 		struct timespec ts = { 0, RKV_IDLE_SLEEP_NS };
 
@@ -229,8 +226,12 @@ void client_idle(struct rkv_client *c, int progressed)
 	}
 }
 
-/* Run the ops to completion (they must all fit in free slots). */
-static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
+/* Run the ops to completion (they must all fit in free slots), of kind
+ * k (NULL: by their types), extension descriptor x and device staging d
+ * (n 1 when either is given). */
+static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n,
+		   const struct op_kind *k, struct rkv_ext_op *x,
+		   struct cgpu *d)
 {
 	struct opslot *slots[64];
 	size_t i, left;
@@ -241,7 +242,9 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 	for (i = 0; i < n; i++) {
 		struct opslot *o;
 
-		rc = check_op(c, &ops[i]);
+		const struct op_kind *ki = k ? k : kind_of(ops[i].type);
+
+		rc = check_op(c, &ops[i], ki, x);
 		if (rc) {
 			ops[i].status = rc;
 			slots[i] = NULL;
@@ -258,11 +261,7 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 				return rc;
 			o = slot_get(c);
 		}
-		o->op = &ops[i];
-		o->state = OP_START;
-		o->t_start_ns = rkv_now_ns();
-		ops[i].status = -EINPROGRESS;
-		c->inflight++;
+		slot_take(c, o, &ops[i], ki, x, d);
 		slots[i] = o;
 	}
 
@@ -288,9 +287,10 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n)
 	}
 }
 
-int client_run_op(struct rkv_client *c, struct rkv_op *op)
+int client_run(struct rkv_client *c, struct rkv_op *op,
+	       const struct op_kind *k, struct rkv_ext_op *x)
 {
-	return run_ops(c, op, 1);
+	return run_ops(c, op, 1, k, x, NULL);
 }
 
 int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
@@ -302,7 +302,7 @@ int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
 	if (rc)
 		return rc;
 	if (val_len && (op.status == 0 || op.status == -ENOBUFS))
@@ -320,7 +320,7 @@ int rkv_put(struct rkv_client *c, const void *key, size_t key_len,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
 	return rc ? rc : op.status;
 }
 
@@ -332,7 +332,7 @@ int rkv_delete(struct rkv_client *c, const void *key, size_t key_len)
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
 	return rc ? rc : op.status;
 }
 
@@ -345,7 +345,7 @@ int rkv_rmw(struct rkv_client *c, const void *key, size_t key_len,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
 	return rc ? rc : op.status;
 }
 
@@ -382,7 +382,7 @@ static int batch(struct rkv_client *c, struct rkv_kv *items, size_t n,
 				ops[i].val_len = it->val_len;
 			}
 		}
-		rc = run_ops(c, ops, m);
+		rc = run_ops(c, ops, m, NULL, NULL, NULL);
 		if (rc)
 			return rc;
 		for (size_t i = 0; i < m; i++) {
@@ -419,16 +419,29 @@ int rkv_mput(struct rkv_client *c, struct rkv_kv *items, size_t n)
 int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
 		void *dev_buf, size_t cap, size_t *val_len, int gpu)
 {
-	struct rkv_op op = { .type = RKV_OP_DGET, .key = key,
+	return rkv_ext_get_dev_split(c, key, key_len, NULL, 0, dev_buf, cap,
+				     val_len, gpu);
+}
+
+int rkv_ext_get_dev_split(struct rkv_client *c, const void *key,
+			  size_t key_len, void *head_buf, size_t head,
+			  void *dev_buf, size_t cap, size_t *val_len, int gpu)
+{
+	struct rkv_op op = { .type = RKV_OP_GET, .key = key,
 			     .key_len = key_len, .buf = dev_buf,
 			     .buf_cap = cap };
 	int rc;
 
-	if (!c)
+	if (!c || (head && !head_buf))
 		return -EINVAL;
 	rc = gpu_prepare(c, gpu, dev_buf, cap, "rkv_get_dev");
-	if (!rc)
-		rc = run_ops(c, &op, 1);
+	if (rc)
+		return rc;
+	c->gpu->head = head;
+	c->gpu->head_buf = head_buf;
+	rc = run_ops(c, &op, 1, &op_get, NULL, c->gpu);
+	c->gpu->head = 0;
+	c->gpu->head_buf = NULL;
 	if (rc)
 		return rc;
 	if (val_len && (op.status == 0 || op.status == -ENOBUFS))
@@ -439,7 +452,7 @@ int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
 int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,
 		const void *dev_val, size_t val_len, int gpu)
 {
-	struct rkv_op op = { .type = RKV_OP_DPUT, .key = key,
+	struct rkv_op op = { .type = RKV_OP_PUT, .key = key,
 			     .key_len = key_len, .val = dev_val,
 			     .val_len = val_len };
 	int rc;
@@ -450,14 +463,14 @@ int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,
 		return -EACCES;
 	rc = gpu_prepare(c, gpu, dev_val, val_len, "rkv_put_dev");
 	if (!rc)
-		rc = run_ops(c, &op, 1);
+		rc = run_ops(c, &op, 1, &op_put, NULL, c->gpu);
 	return rc ? rc : op.status;
 }
 
 int rkv_rmw_dev(struct rkv_client *c, const void *key, size_t key_len,
 		rkv_rmw_fn fn, void *arg, int gpu)
 {
-	struct rkv_op op = { .type = RKV_OP_DRMW, .key = key,
+	struct rkv_op op = { .type = RKV_OP_RMW, .key = key,
 			     .key_len = key_len, .fn = fn, .fn_arg = arg };
 	int rc;
 
@@ -467,6 +480,84 @@ int rkv_rmw_dev(struct rkv_client *c, const void *key, size_t key_len,
 		return -EACCES;
 	rc = gpu_prepare(c, gpu, NULL, 0, "rkv_rmw_dev");
 	if (!rc)
-		rc = run_ops(c, &op, 1);
+		rc = run_ops(c, &op, 1, &op_rmw, NULL, c->gpu);
 	return rc ? rc : op.status;
+}
+
+int rkv_ext_dev_prepare(struct rkv_client *c, int gpu, const void *ptr,
+			size_t len, const char *what)
+{
+	return c ? gpu_prepare(c, gpu, ptr, len, what) : -EINVAL;
+}
+
+/* ------------------------------------------------- the extension point */
+
+static const struct op_kind *ext_kind(const struct rkv_op *op,
+				      const struct rkv_ext_op *x)
+{
+	if (!x)
+		return kind_of(op->type);
+	switch (x->kind) {
+	case RKV_EXT_SPLIT_GET: return &op_split_get;
+	case RKV_EXT_HEAD_PUT: return &op_head_put;
+	}
+	return NULL;
+}
+
+int rkv_ext_submit(struct rkv_client *c, struct rkv_op *op,
+		   struct rkv_ext_op *x)
+{
+	if (!op)
+		return -EINVAL;
+	return client_submit(c, op, ext_kind(op, x), x);
+}
+
+int rkv_ext_run(struct rkv_client *c, struct rkv_op *op,
+		struct rkv_ext_op *x)
+{
+	if (!c || !op)
+		return -EINVAL;
+	return run_ops(c, op, 1, ext_kind(op, x), x, NULL);
+}
+
+void rkv_ext_idle(struct rkv_client *c, int progressed)
+{
+	client_idle(c, progressed);
+}
+
+int rkv_ext_buf_reg(struct rkv_client *c, void *addr, size_t len,
+		    struct rkv_ext_buf *b)
+{
+	struct rkv_mr *mr;
+	int rc;
+
+	if (!c || !b)
+		return -EINVAL;
+	rc = rkv_mr_reg(c->eng.tp, addr, len, RKV_ACCESS_LOCAL_WRITE, &mr);
+	if (rc)
+		return rc;
+	*b = (struct rkv_ext_buf){ .addr = addr, .len = len,
+				   .lkey = mr->lkey, .mr = mr };
+	return 0;
+}
+
+void rkv_ext_buf_dereg(struct rkv_ext_buf *b)
+{
+	if (b && b->mr) {
+		rkv_mr_dereg(b->mr);
+		b->mr = NULL;
+	}
+}
+
+int rkv_ext_buf_cheap(const struct rkv_client *c)
+{
+	return rkv_tp_provider(c->eng.tp) != RKV_TP_VERBS;
+}
+
+void rkv_ext_info(const struct rkv_client *c, struct rkv_ext_info *out)
+{
+	*out = (struct rkv_ext_info){ .max_inflight = c->nslots,
+				      .max_value = c->opts.max_value,
+				      .timeout_ms = c->opts.timeout_ms,
+				      .read_only = c->opts.read_only };
 }

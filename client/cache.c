@@ -9,7 +9,7 @@
  * get may use an entry of any age: it reads the slot word in the same
  * doorbell as the block and checks the block's key.
  */
-#include "client_internal.h"
+#include "client.h"
 
 #include <errno.h>
 #include <string.h>
@@ -55,7 +55,7 @@ struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
 	struct cache_ent *e = cache_find_any(c, o);
 
 	if (e && rkv_coarse_ms() - e->t_ms + RKV_COARSE_SLACK_MS >=
-			 o->srv->grace_ms)
+			 o->p->g.grace_ms)
 		return NULL;
 	return e;
 }
@@ -68,7 +68,7 @@ struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o)
 		return NULL;
 	e = slot_of(c, o);
 	if (!e->key || e->key_len != o->op->key_len ||
-	    e->server != o->srv->idx ||
+	    e->server != o->p->idx ||
 	    memcmp(e->key, o->op->key, e->key_len) != 0)
 		return NULL;
 	return e;
@@ -93,9 +93,9 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		e->key = k;
 		e->key_len = (uint16_t)o->op->key_len;
 	}
-	e->server = (uint16_t)o->srv->idx;
+	e->server = (uint16_t)o->p->idx;
 	e->pos = pos;
-	e->slot_addr = slot_addr(o->srv, o->b[pos / RKV_SLOTS_PER_BUCKET],
+	e->slot_addr = peer_slot_addr(o->p, o->b[pos / RKV_SLOTS_PER_BUCKET],
 				 pos % RKV_SLOTS_PER_BUCKET);
 	e->slot = slot;
 	e->blk_size = blk_size;

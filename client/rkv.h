@@ -53,8 +53,19 @@ extern "C" {
 
 struct rkv_client;
 
-/* Optional log callback: level 0 debug .. 3 error.  Called on the thread
- * that made the call that logs. */
+/* Levels of the log callback (the same numbers as common/log.h's). */
+enum rkv_client_log_level {
+	RKV_CLIENT_LOG_DEBUG = 0,
+	RKV_CLIENT_LOG_INFO = 1,
+	RKV_CLIENT_LOG_WARN = 2,
+	RKV_CLIENT_LOG_ERROR = 3,
+};
+
+/* Optional log callback, level an enum rkv_client_log_level: librkv's
+ * messages and its transport's, one line each, no newline.  librkv never
+ * writes to stdout or stderr itself.  Called on the thread that made the
+ * call that logs, or for a transport message on the client's transport
+ * thread (tcp, shm), possibly at the same time: it must not call librkv. */
 typedef void (*rkv_client_log_fn)(int level, const char *msg, void *arg);
 
 struct rkv_client_opts {

@@ -14,6 +14,8 @@ PROVIDERS=${RKV_TEST_PROVIDERS:-tcp shm verbs}
 tap_run check-deps 60 bash tools/check-deps.sh
 # librkv.a and librkv.so export only the API of client/librkv.map
 tap_run check-symbols 60 bash tools/check-symbols.sh "$O"
+# librkv's layers call one way (docs/DESIGN.md §1.1)
+tap_run check-layers 60 bash tools/check-layers.sh "$O"
 
 for t in "$O"/tests/test_*; do
   [ -x "$t" ] || continue

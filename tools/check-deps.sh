@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 declare -A DEPS IDIRS
 while IFS= read -r line; do
-  if [[ $line =~ ^(DEPS|IDIRS)_([a-z]+)[[:space:]]*:=[[:space:]]*(.*)$ ]]; then
+  if [[ $line =~ ^(DEPS|IDIRS)_([a-z/]+)[[:space:]]*:=[[:space:]]*(.*)$ ]]; then
     read -ra words <<<"${BASH_REMATCH[3]%%#*}"
     if [ "${BASH_REMATCH[1]}" = DEPS ]; then
       DEPS[${BASH_REMATCH[2]}]=${words[*]}
@@ -30,7 +30,7 @@ if [ "${#DEPS[@]}" = 0 ]; then
   exit 1
 fi
 # the graph's directories, in the Makefile's order
-DIRS=$(sed -n 's/^DEPS_\([a-z]*\)[[:space:]]*:=.*/\1/p' Makefile)
+DIRS=$(sed -n 's/^DEPS_\([a-z/]*\)[[:space:]]*:=.*/\1/p' Makefile)
 
 idirs() { echo "${IDIRS[$1]:-$1}"; }
 
@@ -60,17 +60,36 @@ resolve() {
   done
 }
 
+# the graph directory a tree path belongs to: the longest that holds it
+# (client/ps/x.h is client/ps's, not client's)
+owner() {
+  local path=$1 d best=""
+  for d in $DIRS; do
+    case $path in "$d"/*) [ ${#d} -gt ${#best} ] && best=$d ;; esac
+  done
+  echo "$best"
+}
+
 # may a file of directory DIR include tree path PATH?
 allowed() {
-  local dir=$1 path=$2 dep
-  case $path in "$dir"/*) return 0 ;; esac
+  local dir=$1 path=$2 dep own
+  own=$(owner "$path")
+  [ "$own" = "$dir" ] && return 0
   for dep in ${DEPS[$dir]}; do
     case $dep in
       *.h) [ "$path" = "$dep" ] && return 0 ;;
-      *) case $path in "$dep"/*) return 0 ;; esac ;;
+      *) [ "$own" = "$dep" ] && return 0 ;;
     esac
   done
   return 1
+}
+
+# the sources of graph directory DIR, not those of a nested one
+files_of() {
+  local dir=$1 f
+  while IFS= read -r -d '' f; do
+    [ "$(owner "$f")" = "$dir" ] && printf '%s\0' "$f"
+  done < <(find "$dir" -type f \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' \) -print0)
 }
 
 n=0
@@ -95,12 +114,11 @@ for dir in $DIRS; do
     allowed "$dir" "$path" && continue
     case $path in
       ../*) to="outside the tree" ;;
-      *) to=${path%%/*} ;;
+      *) to=$(owner "$path"); to=${to:-${path%%/*}} ;;
     esac
     [ "$quote" = 1 ] && shown="\"$name\"" || shown="<$name>"
     bad="$bad$file:$lno: $dir -> $to: #include $shown is $path, but $dir may include $may"$'\n'
-  done < <(find "$dir" -type f \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' \) \
-             -print0 | sort -z | xargs -0 grep -nE '^[[:space:]]*#[[:space:]]*include' /dev/null)
+  done < <(files_of "$dir" | sort -z | xargs -0 grep -nE '^[[:space:]]*#[[:space:]]*include' /dev/null)
   deps=${DEPS[$dir]:-nothing}
   if [ -z "$bad" ]; then
     echo "ok $n - $dir -> ${deps// /, } ($incs includes of the tree)"

@@ -55,7 +55,10 @@
 #define REOPEN_MS 100     /* it reopens closed ones this often */
 #define CONNECTS 5        /* new clients during the flood */
 #define CONNECT_MS 500    /* bound on each one's connect (x slack) */
-#define MAX_CPU_PCT 30    /* server CPU over the flood (plain builds) */
+/* server CPU over the flood (plain builds): a spinning server shows
+ * 90-100 %; one serving a HELLO flood honestly takes 20-45 % of a core on a
+ * loaded 2-core machine (measured), so 30 % was a coin toss */
+#define MAX_CPU_PCT 60
 
 static const char *g_prov = "tcp";
 
@@ -123,12 +126,17 @@ static int target_of(const char *addr, struct sockaddr_storage *ss,
 		struct sockaddr_un *u = (void *)ss;
 		int n;
 
-		/* abstract name, as common/transport/shm.c binds it */
+		/* the socket file, as common/transport/shm_conn.c binds
+		 * it: $RKV_SHM_DIR/NAME, /run/rkv/NAME by default */
+		const char *d = getenv("RKV_SHM_DIR");
+
 		u->sun_family = AF_UNIX;
-		n = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1,
-			     "rkv-shm-%s", a.name);
-		*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-				   (size_t)n);
+		n = snprintf(u->sun_path, sizeof(u->sun_path), "%s/%s",
+			     d && *d ? d : "/run/rkv", a.name);
+		if (n < 0 || (size_t)n >= sizeof(u->sun_path))
+			return -ENAMETOOLONG;
+		*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+				   (size_t)n + 1);
 		return 0;
 	}
 	struct sockaddr_in *in = (void *)ss;

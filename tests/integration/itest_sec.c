@@ -1117,7 +1117,7 @@ static void t_silent_clients(void)
  * authenticated read-only client (its descriptors and mappings).
  */
 #define NOBODY 65534
-/* The shm handshake's wire constants (common/transport/shm.c): protocol
+/* The shm handshake's wire constants (common/transport/shm_conn.c): protocol
  * word at u64 [16] of the connector's doorbell page, MAP_REQ of the MR
  * table. */
 #define SHM_PROTO ((0x53564b52ull << 32) | 2u)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gpu.c - client-side GPU buffers: the device staging of a client and the
- * block encode/decode of device ops (client_internal.h, RKV_OP_D*).
+ * dev.c - device ops (the *_dev calls of rkv.h): the device staging of a
+ * client and the block encode/decode of ops whose values live in GPU
+ * memory (an op with o->d set runs the get, put or rmw machine).
  *
  * The value bytes of a device op never pass through host memory: blocks
  * are READ into registered device staging (the transport moves them: the
@@ -14,7 +15,7 @@
  * and WRITTEN from there.  The staging exists only once a device call was
  * made, so host-only clients never call CUDA.
  */
-#include "client_internal.h"
+#include "client.h"
 
 #include <errno.h>
 #include <string.h>
@@ -29,7 +30,7 @@ void gpu_fini(struct rkv_client *c)
 	if (!g)
 		return;
 	rkv_mr_dereg(g->mr);
-	rkv_tp_mem_free_gpu(c->tp, g->gpu, g->mem, g->len);
+	rkv_tp_mem_free_gpu(c->eng.tp, g->gpu, g->mem, g->len);
 	rkv_free(g->hk);
 	rkv_free(g);
 	c->gpu = NULL;
@@ -43,18 +44,18 @@ int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 	int rc, pg = -1;
 
 	if (gpu < 0) {
-		clog_(c, 3, "%s: GPU index %d is invalid", what, gpu);
+		clog_(c, RKV_LOG_ERROR, "%s: GPU index %d is invalid", what, gpu);
 		return -EINVAL;
 	}
 	rc = rkv_cuda_probe(gpu, why, sizeof(why));
 	if (rc) {
-		clog_(c, 3, "%s: GPU %d unusable: %s", what, gpu, why);
+		clog_(c, RKV_LOG_ERROR, "%s: GPU %d unusable: %s", what, gpu, why);
 		return rc == -EOPNOTSUPP ? rc : rc == -ENXIO ? rc : -ENODEV;
 	}
 	if (len) {
 		rc = ptr ? rkv_cuda_ptr_device(ptr, &pg) : -EINVAL;
 		if (rc || pg != gpu) {
-			clog_(c, 3,
+			clog_(c, RKV_LOG_ERROR,
 			      "%s: buffer %p is not CUDA device memory of GPU "
 			      "%d (%s)",
 			      what, ptr, gpu,
@@ -72,22 +73,22 @@ int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 	g->gpu = gpu;
 	g->len = (c->op_buf_size - OB_BLOCKS) + c->new_blk_size;
 	g->hk = rkv_malloc(RKV_BLOCK_HDR_SIZE + RKV_KEY_MAX);
-	rc = g->hk ? rkv_tp_mem_alloc_gpu(c->tp, gpu, g->len,
+	rc = g->hk ? rkv_tp_mem_alloc_gpu(c->eng.tp, gpu, g->len,
 					  (void **)&g->mem)
 		   : -ENOMEM;
 	if (rc) {
-		clog_(c, 3, "%s: device staging of %zu bytes on GPU %d: %s",
+		clog_(c, RKV_LOG_ERROR, "%s: device staging of %zu bytes on GPU %d: %s",
 		      what, g->len, gpu, strerror(-rc));
 		rkv_free(g->hk);
 		rkv_free(g);
 		return rc;
 	}
-	rc = rkv_mr_reg_gpu(c->tp, g->mem, g->len, RKV_ACCESS_LOCAL_WRITE, gpu,
+	rc = rkv_mr_reg_gpu(c->eng.tp, g->mem, g->len, RKV_ACCESS_LOCAL_WRITE, gpu,
 			    &g->mr);
 	if (rc) {
-		clog_(c, 3, "%s: cannot register GPU %d staging: %s", what,
+		clog_(c, RKV_LOG_ERROR, "%s: cannot register GPU %d staging: %s", what,
 		      gpu, strerror(-rc));
-		rkv_tp_mem_free_gpu(c->tp, gpu, g->mem, g->len);
+		rkv_tp_mem_free_gpu(c->eng.tp, gpu, g->mem, g->len);
 		rkv_free(g->hk);
 		rkv_free(g);
 		return rc;
@@ -100,7 +101,7 @@ int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 
 static int cuda_fail(struct opslot *o, const char *step)
 {
-	clog_(o->c, 3, "GPU %d: %s failed: %s", o->d->gpu, step,
+	clog_(o->c, RKV_LOG_ERROR, "GPU %d: %s failed: %s", o->d->gpu, step,
 	      rkv_cuda_strerror());
 	return -EIO;
 }
@@ -121,8 +122,8 @@ uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
 	uint32_t n;
 	int gpu = o->d->gpu, size;
 
-	size = rkv_block_hdr_fill(h, kl, val_len, o->srv->client_id,
-				  o->blk_grant, version);
+	size = rkv_block_hdr_fill(h, kl, val_len, o->p->g.client_id,
+				  o->nb.ref.grant, version);
 	if (size < 0) {
 		*err = size; /* -EINVAL (empty key) or -EMSGSIZE */
 		return 0;
@@ -189,5 +190,24 @@ int gpu_block_decode(struct opslot *o, char *blk, size_t size,
 		*val_len = h->val_len;
 	if (hdr)
 		*hdr = h;
+	return 0;
+}
+
+int gpu_deliver(struct opslot *o, const void *v, uint32_t vl)
+{
+	size_t hd = o->d->head < vl ? o->d->head : vl;
+
+	if (vl - hd > o->op->buf_cap)
+		return -ENOBUFS;
+	/* device to device: the value never reaches the host (a PS shard's
+	 * 16-byte header does) */
+	if (rkv_cuda_copy(o->d->gpu, o->d->head_buf, v, hd) ||
+	    rkv_cuda_copy(o->d->gpu, o->op->buf, (const char *)v + hd,
+			  vl - hd)) {
+		clog_(o->c, RKV_LOG_ERROR,
+		      "get into GPU %d memory: copy failed: %s", o->d->gpu,
+		      rkv_cuda_strerror());
+		return -EIO;
+	}
 	return 0;
 }

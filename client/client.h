@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h - the client object: what every layer of librkv hangs off
+ * (engine.h has the map of the layers).  Only the sources of client/ include it;
+ * the layers above the core (client/ps/) use rkv_ext.h.
+ *
+ * Ownership: a client owns one engine (transport context, CQ, one local
+ * registered region carved into per-slot buffers and the control buffers
+ * of every server), its peers and their space, the op slots, and the
+ * location cache.
+ */
+#ifndef RKV_CLIENT_CLIENT_H
+#define RKV_CLIENT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "op.h"
+#include "rkv.h"
+#include "rkv_ext.h"
+
+#define AUX_CALLS 4           /* one-sided word calls (words.c) */
+
+/* Device staging (dev.c): blocks of device ops are READ into rd and new
+ * blocks built in nb, both registered device memory. */
+struct cgpu {
+	int gpu;                 /* CUDA device of the staging */
+	char *mem;               /* rkv_tp_mem_alloc_gpu */
+	size_t len;
+	struct rkv_mr *mr;       /* local access */
+	char *rd;                /* blocks read: op_buf_size - OB_BLOCKS */
+	char *nb;                /* the new block: new_blk_size */
+	struct rkv_block_hdr *hk; /* host copy of header + key (encode) */
+	size_t head;             /* DGET: value bytes [0, head) go to ... */
+	void *head_buf;          /* ... this host buffer, the rest to
+				  * op->buf; 0: all to op->buf */
+};
+
+/* Location cache entry (cache.c). */
+struct cache_ent {
+	char *key;               /* NULL: empty entry */
+	uint16_t key_len;
+	uint16_t server;
+	uint32_t blk_size;
+	uint64_t slot_addr;      /* remote address of the slot word */
+	unsigned pos;            /* position 0..15 */
+	uint64_t slot;           /* slot value last seen */
+	uint64_t t_ms;           /* when it was seen */
+	int info_known;          /* info describes the block slot names */
+	struct blk_info info;
+};
+
+/* A one-sided word call (words.c). */
+struct aux_call {
+	struct wr_ctx w;
+	int busy;                /* posted, completion not yet seen */
+	int abandoned;           /* its caller gave up (timeout) */
+	int done;                /* completed */
+	int status;              /* 0 or -errno */
+	struct peer *p;
+	uint64_t *word;          /* registered result word */
+};
+
+struct rkv_client {
+	struct rkv_client_opts opts;
+	struct engine eng;
+	struct rkv_client_stats st;
+	/* local registered memory */
+	char *lmem;
+	size_t lmem_len;
+	size_t op_buf_size;      /* per slot */
+	char *new_blk;           /* per slot new-block buffers */
+	size_t new_blk_size;
+	/* servers */
+	struct peer *peer;
+	struct space *space;     /* space[i]: ours on peer[i] */
+	struct link *links[MAX_SERVERS];
+	unsigned nsrv;
+	/* operation slots */
+	struct opslot *slots;
+	unsigned nslots;
+	unsigned inflight;
+	struct opslot *done_head, *done_tail;
+	/* location cache */
+	struct cache_ent *cache;
+	unsigned cache_n;        /* power of two */
+	unsigned char *secret;   /* opts' secret, copied; NULL: none */
+	size_t secret_len;
+	struct aux_call aux[AUX_CALLS]; /* words.c */
+	struct cgpu *gpu;        /* device staging (dev.c); NULL until used */
+};
+
+/* Log through the client's callback (engine.c). */
+#define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)
+
+/* api.c */
+int client_progress(struct rkv_client *c);
+void client_idle(struct rkv_client *c, int progressed);
+/* Queue op with kind k (x: its extension descriptor, or NULL). */
+int client_submit(struct rkv_client *c, struct rkv_op *op,
+		  const struct op_kind *k, struct rkv_ext_op *x);
+/* Run one op to completion like the synchronous calls. */
+int client_run(struct rkv_client *c, struct rkv_op *op,
+	       const struct op_kind *k, struct rkv_ext_op *x);
+
+/* dev.c */
+int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
+		const char *what);
+void gpu_fini(struct rkv_client *c);
+/* rkv_block_encode into device staging dst (value val, device memory,
+ * may already be in place).  Returns the block size or 0 (-errno in
+ * *err). */
+uint32_t gpu_block_encode(struct opslot *o, char *dst, const void *val,
+			  size_t val_len, uint64_t version, int *err);
+/* rkv_block_decode of the block whose READ landed in device staging at
+ * the position host buffer blk stands for (blk = o->buf + OB_BLOCKS +
+ * off): copies header + key into blk, checks the checksum on the device.
+ * *val is a device pointer. */
+int gpu_block_decode(struct opslot *o, char *blk, size_t size,
+		     const void **val, uint32_t *val_len,
+		     const struct rkv_block_hdr **hdr);
+/* A device get's value (verified, at device pointer v) to its buffers. */
+int gpu_deliver(struct opslot *o, const void *v, uint32_t vl);
+
+/* cache.c */
+int cache_init(struct rkv_client *c, unsigned n);
+void cache_fini(struct rkv_client *c);
+/* An entry younger than the grace period (trusted to name the key's slot) */
+struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o);
+/* An entry of any age (a hint: the caller re-checks slot and key) */
+struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
+/* bi: the block slot names (NULL: unknown) */
+void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
+		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi);
+void cache_drop(struct rkv_client *c, const struct opslot *o);
+
+#endif

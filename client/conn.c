@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - the server list, connecting, HELLO and authentication (conn.h).
+ *
+ * Authentication: a server with a secret answers HELLO with a challenge;
+ * the client answers HMAC-SHA256(secret, nonce || name || context),
+ * computed by rkv_auth_mac (proto/auth.h) as the server does, and only
+ * then gets the rkeys.  The secret never goes on the wire.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "alloc.h"
+#include "auth.h"
+#include "secret.h"
+
+/* ---------------------------------------------------------- server list */
+
+static int add_server(char (*addrs)[PEER_ADDR_MAX], int *n, const char *a,
+		      size_t len)
+{
+	while (len && (a[len - 1] == ' ' || a[len - 1] == '\t' ||
+		       a[len - 1] == '\r'))
+		len--;
+	while (len && (*a == ' ' || *a == '\t')) {
+		a++;
+		len--;
+	}
+	if (len == 0)
+		return 0;
+	if (len >= PEER_ADDR_MAX || *n >= MAX_SERVERS)
+		return -EINVAL;
+	memcpy(addrs[*n], a, len);
+	addrs[*n][len] = '\0';
+	(*n)++;
+	return 0;
+}
+
+static int parse_file(const char *path, char (*addrs)[PEER_ADDR_MAX], int *n)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	while (!rc && fgets(line, sizeof(line), f)) {
+		char *h = strchr(line, '#');
+
+		if (h)
+			*h = '\0';
+		line[strcspn(line, "\n")] = '\0';
+		rc = add_server(addrs, n, line, strlen(line));
+	}
+	fclose(f);
+	return rc;
+}
+
+int conn_parse_servers(const char *s, const char *cluster_file,
+		       char (*addrs)[PEER_ADDR_MAX])
+{
+	int n = 0, rc = 0;
+
+	if (s) {
+		while (*s && !rc) {
+			const char *e = strchr(s, ',');
+			size_t len = e ? (size_t)(e - s) : strlen(s);
+
+			rc = add_server(addrs, &n, s, len);
+			s += len;
+			if (*s == ',')
+				s++;
+		}
+	} else if (cluster_file) {
+		rc = parse_file(cluster_file, addrs, &n);
+	}
+	if (rc)
+		return rc;
+	return n ? n : -EINVAL;
+}
+
+int conn_load_secret(const void *secret, size_t secret_len,
+		     const char *path, unsigned char **out, size_t *out_len,
+		     char *why, size_t why_len)
+{
+	unsigned char buf[RKV_SECRET_MAX];
+	size_t n = 0;
+	int rc;
+
+	*out = NULL;
+	*out_len = 0;
+	if (secret && path)
+		return -EINVAL;
+	if (secret) {
+		if (!secret_len || secret_len > RKV_SECRET_MAX)
+			return -EINVAL;
+		*out = rkv_malloc(secret_len);
+		if (!*out)
+			return -ENOMEM;
+		memcpy(*out, secret, secret_len);
+		*out_len = secret_len;
+		return 0;
+	}
+	if (!path)
+		return 0;
+	rc = rkv_secret_read(path, buf, &n, why, why_len);
+	if (rc)
+		return rc;
+	*out = rkv_malloc(n);
+	if (*out) {
+		memcpy(*out, buf, n);
+		*out_len = n;
+	}
+	OPENSSL_cleanse(buf, sizeof(buf));
+	return *out ? 0 : -ENOMEM;
+}
+
+/* ------------------------------------------------------------- connect */
+
+void peer_init(struct peer *p, struct engine *e, unsigned idx,
+	       const char *addr, char *ctrl_mem)
+{
+	memset(p, 0, sizeof(*p));
+	p->idx = idx;
+	snprintf(p->addr, sizeof(p->addr), "%s", addr);
+	p->link.eng = e;
+	p->link.name = p->addr;
+	ctrl_init(&p->ctrl, &p->link, ctrl_mem);
+}
+
+/* The server answered HELLO with a challenge: prove the secret.  On
+ * success *reply holds the server's answer to the response. */
+static int authenticate(struct peer *p, const struct conn_opts *o,
+			const struct rkv_msg *hello, struct rkv_msg *reply)
+{
+	const struct rkv_msg_auth_challenge *ch = &reply->u.auth_challenge;
+	struct engine *e = p->link.eng;
+	struct rkv_msg m;
+	int rc;
+
+	if (!o->secret) {
+		eng_log(e, RKV_LOG_ERROR,
+			"server %s requires authentication and no secret is "
+			"configured (secret_file; RKV_SECRET_FILE for the CLI)",
+			p->addr);
+		return -EACCES;
+	}
+	if (ch->alg != RKV_AUTH_HMAC_SHA256) {
+		eng_log(e, RKV_LOG_ERROR,
+			"server %s: unknown authentication algorithm %u",
+			p->addr, ch->alg);
+		return -EPROTO;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_AUTH_RESPONSE;
+	/* the transcript the server checks: proto/auth.h */
+	rc = rkv_auth_mac(o->secret, o->secret_len, ch->nonce,
+			  hello->u.hello.name, m.u.auth_response.mac);
+	if (rc)
+		return rc;
+	rc = ctrl_call(&p->ctrl, &m, reply, o->timeout_ms);
+	OPENSSL_cleanse(&m.u.auth_response, sizeof(m.u.auth_response));
+	if (rc == -ECONNRESET && reply->hdr.type != RKV_MSG_ERROR)
+		rc = -EACCES; /* closed on us without a word */
+	if (rc) {
+		eng_log(e, RKV_LOG_ERROR,
+			"server %s: authentication failed (%s)", p->addr,
+			strerror(-rc));
+		return rc;
+	}
+	if (reply->hdr.type == RKV_MSG_ERROR &&
+	    reply->u.error.status == -EACCES) {
+		eng_log(e, RKV_LOG_ERROR,
+			"server %s: authentication failed (wrong secret?)",
+			p->addr);
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* HELLO_REPLY: check and keep the geometry. */
+static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
+{
+	if (h->status)
+		return h->status < 0 ? h->status : -EPROTO;
+	if (!h->nbuckets || (h->nbuckets & (h->nbuckets - 1)) ||
+	    !h->data_len || h->data_len > RKV_MAX_DATA_REGION ||
+	    !h->chunk_size || h->grace_ms <= h->lease_ms)
+		return -EPROTO;
+	p->g = (struct geom){
+		.client_id = h->client_id,
+		.index_addr = h->index_addr, .nbuckets = h->nbuckets,
+		.data_addr = h->data_addr, .data_len = h->data_len,
+		.chunk_size = h->chunk_size, .lease_ms = h->lease_ms,
+		.grace_ms = h->grace_ms, .counters_addr = h->counters_addr,
+		.counters_count = h->counters_count };
+	p->ctrl.keys.index = h->index_rkey;
+	p->ctrl.keys.data = h->data_rkey;
+	p->ctrl.keys.counters = h->counters_rkey;
+	p->ctrl.keys.has_counters = h->counters_count != 0;
+	return 0;
+}
+
+int peer_connect(struct peer *p, const struct conn_opts *o)
+{
+	struct engine *e = p->link.eng;
+	struct rkv_msg m, reply;
+	int rc;
+
+	rc = rkv_connect(e->tp, p->addr, e->cq, (int)o->timeout_ms,
+			 &p->link.ep);
+	if (rc) {
+		eng_log(e, RKV_LOG_ERROR, "connect %s: %s", p->addr,
+			strerror(-rc));
+		return rc;
+	}
+	rc = ctrl_start(&p->ctrl);
+	if (rc)
+		return rc;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO;
+	m.u.hello.flags = o->read_only ? RKV_HELLO_READ_ONLY : 0;
+	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s",
+		 o->name ? o->name : "rkv");
+	rc = ctrl_call(&p->ctrl, &m, &reply, o->timeout_ms);
+	if (rc)
+		return rc;
+	if (reply.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
+		rc = authenticate(p, o, &m, &reply);
+		if (rc)
+			return rc;
+	} else if (o->secret) {
+		eng_log(e, RKV_LOG_INFO,
+			"server %s does not ask for authentication", p->addr);
+	}
+	if (reply.hdr.type == RKV_MSG_ERROR) {
+		eng_log(e, RKV_LOG_ERROR, "server %s refused: %s", p->addr,
+			reply.u.error.text);
+		return reply.u.error.status < 0 ? reply.u.error.status
+						: -ECONNREFUSED;
+	}
+	if (reply.hdr.type != RKV_MSG_HELLO_REPLY)
+		return -EPROTO;
+	return take_geometry(p, &reply.u.hello_reply);
+}

@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * op.c - an op slot's life (op.h): start, rounds and their completions,
+ * timers, retries, the finish.  What a round does is up to the machine
+ * its step belongs to; invariants every machine keeps:
+ *   - a block is immutable once a slot names it; a reader accepts it only
+ *     if checksum and key match, and only if its attempt took less than
+ *     the grace period (after which the block could have been reused);
+ *   - a slot is changed only by CAS, and every change but taking a lock
+ *     bumps its version, so an expected value that went stale never
+ *     matches again;
+ *   - a lock holder writes only a private block until its releasing CAS;
+ *     if its lock was stolen (lease expired) that CAS fails and it retries;
+ *   - at most one committed copy of a key exists (op_ins.c);
+ *   - the server frees a returned block only while its grant still owns
+ *     it, so every return names the grant from the block's header.
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "rtime.h"
+
+/* ------------------------------------------------------------ words */
+
+uint64_t bucket_word(const struct opslot *o, unsigned pos)
+{
+	uint64_t w;
+
+	memcpy(&w, o->buf + OB_BUCKETS + pos * 8u, 8);
+	return w;
+}
+
+uint64_t word_at(const struct opslot *o, unsigned off)
+{
+	uint64_t w;
+
+	memcpy(&w, o->buf + off, 8);
+	return w;
+}
+
+uint64_t pos_addr(const struct opslot *o, unsigned pos)
+{
+	return peer_slot_addr(o->p, o->b[pos / RKV_SLOTS_PER_BUCKET],
+			      pos % RKV_SLOTS_PER_BUCKET);
+}
+
+uint64_t data_addr(const struct opslot *o, uint64_t slot)
+{
+	return o->p->g.data_addr + rkv_slot_offset(slot);
+}
+
+/* ------------------------------------------------------------- rounds */
+
+void round_begin(struct opslot *o)
+{
+	o->round_nwr = 0;
+}
+
+void rd(struct opslot *o, unsigned local_off, uint64_t raddr, uint32_t rkey,
+	uint32_t len)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_READ, .local = o->buf + local_off,
+		.length = len, .lkey = o->lkey, .remote_addr = raddr,
+		.rkey = rkey };
+}
+
+void rd_to(struct opslot *o, void *local, uint32_t lkey, uint64_t raddr,
+	   uint32_t len)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_READ, .local = local, .length = len,
+		.lkey = lkey, .remote_addr = raddr,
+		.rkey = o->p->ctrl.keys.data };
+}
+
+/* READ a block to op buffer offset local_off (device ops: the same offset
+ * of the device staging). */
+void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
+	    uint32_t len)
+{
+	if (o->d)
+		rd_to(o, o->d->rd + (local_off - OB_BLOCKS), o->d->mr->lkey,
+		      raddr, len);
+	else
+		rd(o, local_off, raddr, o->p->ctrl.keys.data, len);
+}
+
+/* READ both buckets into OB_BUCKETS. */
+void rd_buckets(struct opslot *o)
+{
+	uint32_t k = o->p->ctrl.keys.index;
+
+	rd(o, OB_BUCKETS, peer_slot_addr(o->p, o->b[0], 0), k,
+	   RKV_BUCKET_SIZE);
+	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, peer_slot_addr(o->p, o->b[1], 0), k,
+	   RKV_BUCKET_SIZE);
+}
+
+/* READ the slot word at pos into OB_WORD. */
+void rd_word(struct opslot *o, unsigned pos)
+{
+	rd(o, OB_WORD, pos_addr(o, pos), o->p->ctrl.keys.index, 8);
+}
+
+void cas(struct opslot *o, unsigned pos, uint64_t expect, uint64_t swap)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_CAS, .local = o->buf + OB_WORD, .length = 8,
+		.lkey = o->lkey, .remote_addr = pos_addr(o, pos),
+		.rkey = o->p->ctrl.keys.index, .compare_add = expect,
+		.swap = swap };
+}
+
+void wr_block(struct opslot *o)
+{
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
+		.length = o->nb.size, .lkey = o->d ? o->d->mr->lkey : o->lkey,
+		.remote_addr = o->p->g.data_addr + o->nb.ref.off,
+		.rkey = o->p->ctrl.keys.data };
+	o->nb.written = 1;
+}
+
+void round_post(struct opslot *o, unsigned step)
+{
+	unsigned n = o->round_nwr, par = (++o->round & 1) * 2;
+
+	for (unsigned i = 0; i < n; i++) {
+		o->wr[i].wr_id = wr_ctx_id(&o->ctx[par]);
+		o->wr[i].flags = 0;
+	}
+	o->wr[n - 1].wr_id = wr_ctx_id(&o->ctx[par + 1]);
+	o->wr[n - 1].flags = RKV_WR_SIGNALED;
+	o->step = step;
+	o->state = OP_IO;
+	o->err = 0;
+	o->op->rtts++;
+	link_queue(&o->p->link, o->wr, n);
+}
+
+void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
+	       unsigned step)
+{
+	o->expect = expect;
+	o->newslot = swap;
+	round_begin(o);
+	cas(o, o->slot_pos, expect, swap);
+	round_post(o, step);
+}
+
+/* ------------------------------------------------------- completions */
+
+static void round_done(struct opslot *o)
+{
+	switch (OP_MACHINE(o->step)) {
+	case OP_MACHINE(LOC_BUCKETS):
+		loc_round(o);
+		return;
+	case OP_MACHINE(INS_CAS):
+		ins_round(o);
+		return;
+	default:
+		o->kind->round(o);
+	}
+}
+
+/* A WR of round parity par (signaled: its last) completed. */
+static void wr_done(struct opslot *o, unsigned par, int last,
+		    const struct rkv_wc *wc)
+{
+	if (o->state != OP_IO || (o->round & 1) * 2 != par ||
+	    (wc->ep && wc->ep != o->p->link.ep))
+		return; /* a completion of an earlier round, or of an earlier
+			 * op of this slot on another (failed) link */
+	if (wc->status != RKV_WC_SUCCESS) {
+		int e = wc_errno(wc->status);
+
+		if (!o->err)
+			o->err = e;
+		link_wc_error(&o->p->link, e);
+	}
+	if (!last)
+		return;
+	if (o->err)
+		op_finish(o, o->err);
+	else
+		round_done(o);
+}
+
+#define CTX_FNS(i, par, last)                                                  \
+	static void ctx_done_##i(struct wr_ctx *w, const struct rkv_wc *wc)    \
+	{                                                                      \
+		wr_done(container_of(w, struct opslot, ctx[i]), par, last,     \
+			wc);                                                   \
+	}
+CTX_FNS(0, 0, 0)
+CTX_FNS(1, 0, 1)
+CTX_FNS(2, 2, 0)
+CTX_FNS(3, 2, 1)
+
+static void ctx_unposted(struct wr_ctx *w, int err)
+{
+	/* only signaled WRs (ctx 1 and 3) get here; find the slot from
+	 * either */
+	struct opslot *o = w->done == ctx_done_1 ?
+				   container_of(w, struct opslot, ctx[1]) :
+				   container_of(w, struct opslot, ctx[3]);
+
+	if (o->state == OP_IO)
+		op_finish(o, err);
+}
+
+void op_slot_init(struct opslot *o, struct rkv_client *c, char *buf,
+		  uint32_t lkey)
+{
+	static void (*const done[4])(struct wr_ctx *, const struct rkv_wc *) = {
+		ctx_done_0, ctx_done_1, ctx_done_2, ctx_done_3 };
+
+	memset(o, 0, sizeof(*o));
+	o->c = c;
+	o->buf = buf;
+	o->lkey = lkey;
+	for (unsigned i = 0; i < 4; i++)
+		o->ctx[i] = (struct wr_ctx){ .done = done[i],
+					     .unposted = ctx_unposted };
+}
+
+/* ------------------------------------------------------------ finish */
+
+void op_finish(struct opslot *o, int status)
+{
+	struct rkv_client *c = o->c;
+	struct rkv_op_stats *st = o->kind->stats(&c->st);
+
+	if (o->state == OP_DONE || o->state == OP_FREE)
+		return;
+	nb_drop(o);
+	o->op->status = status;
+	o->op->latency_ns = rkv_now_ns() - o->t_start_ns;
+	st->ops++;
+	st->rtts += o->op->rtts;
+	st->retries += o->retries;
+	if (status && status != -ENOENT)
+		st->errors++;
+	o->state = OP_DONE;
+	o->done_next = NULL;
+	if (c->done_tail)
+		c->done_tail->done_next = o;
+	else
+		c->done_head = o;
+	c->done_tail = o;
+}
+
+void op_retry(struct opslot *o)
+{
+	o->retries++;
+	if (o->retries > MAX_RETRIES || rkv_coarse_ms() > o->deadline_ms) {
+		op_finish(o, -ETIMEDOUT);
+		return;
+	}
+	op_attempt(o);
+}
+
+int op_too_slow(const struct opslot *o)
+{
+	return rkv_coarse_ms() - o->t_round_ms + RKV_COARSE_SLACK_MS >=
+	       o->p->g.grace_ms;
+}
+
+void op_attempt(struct opslot *o)
+{
+	o->ncand = 0;
+	o->target = -1;
+	o->hdr_slot = 0;
+	o->rmw.locked = 0;
+	o->cached = 0;
+	o->rmw.release_retry = 0;
+	o->t_round_ms = rkv_coarse_ms();
+	o->kind->attempt(o);
+}
+
+void op_wait(struct opslot *o, unsigned step)
+{
+	o->step = step;
+	o->t_round_ms = rkv_coarse_ms();
+	o->state = OP_WAIT_TIMER;
+}
+
+void op_no_timer(struct opslot *o)
+{
+	op_retry(o);
+}
+
+/* ------------------------------------------------------------- start */
+
+unsigned op_route(const struct rkv_client *c, const void *key,
+		  size_t key_len)
+{
+	struct rkv_key_hash kh;
+
+	rkv_key_hash(key, key_len, &kh);
+	return rkv_jump_hash(kh.route, c->nsrv);
+}
+
+static void op_start(struct opslot *o)
+{
+	struct rkv_op *op = o->op;
+	struct rkv_client *c = o->c;
+	unsigned si;
+
+	rkv_key_hash(op->key, op->key_len, &o->kh);
+	si = rkv_jump_hash(o->kh.route, c->nsrv);
+	o->p = &c->peer[si];
+	o->sp = &c->space[si];
+	o->t_op_ms = rkv_coarse_ms();
+	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
+	o->retries = 0;
+	o->nb = (struct newblk){ 0 };
+	o->ins = (struct ins_state){ 0 };
+	o->rmw = (struct rmw_state){ 0 };
+	o->old_grant = 0;
+	op->rtts = 0;
+	op->out_len = 0;
+	o->state = OP_IO;
+	if (c->opts.read_only && o->kind->writes) {
+		/* its rkeys allow remote read only: fail here rather than
+		 * break the connection with a refused WR */
+		op_finish(o, -EACCES);
+		return;
+	}
+	if (o->p->link.dead) {
+		op_finish(o, o->p->link.dead);
+		return;
+	}
+	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);
+	o->npos = o->b[0] == o->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
+	op_attempt(o);
+}
+
+static void space_ready(struct opslot *o)
+{
+	o->state = OP_IO;
+	if (o->kind->space)
+		o->kind->space(o);
+	else
+		op_attempt(o);
+}
+
+void ops_space_ready(void *client, struct space *sp)
+{
+	struct rkv_client *c = client;
+
+	for (unsigned i = 0; i < c->nslots; i++) {
+		struct opslot *o = &c->slots[i];
+
+		if (o->state == OP_WAIT_SPACE && o->sp == sp)
+			space_ready(o);
+	}
+}
+
+/* An op waiting on space or a timer: is it due? */
+static void op_timer(struct opslot *o, uint64_t now_ms)
+{
+	if (now_ms > o->deadline_ms) {
+		o->state = OP_IO;
+		if (o->ins.tent) {
+			ins_abort(o, -ETIMEDOUT); /* withdraw it first */
+			return;
+		}
+		op_finish(o, -ETIMEDOUT);
+		return;
+	}
+	if (o->state == OP_WAIT_SPACE) {
+		if (!space_asking(o->sp))
+			space_ready(o);
+		return;
+	}
+	/* OP_WAIT_TIMER: look again after ~lease/8 */
+	uint32_t step = o->p->g.lease_ms / 8 ? o->p->g.lease_ms / 8 : 1;
+
+	if (now_ms - o->t_round_ms < step)
+		return;
+	o->t_round_ms = now_ms;
+	o->state = OP_IO;
+	if (OP_MACHINE(o->step) == OP_MACHINE(INS_CAS))
+		ins_timer(o);
+	else
+		o->kind->timer(o);
+}
+
+void ops_run(void *client, uint64_t *now_ms)
+{
+	struct rkv_client *c = client;
+
+	for (unsigned i = 0; i < c->nslots; i++) {
+		struct opslot *o = &c->slots[i];
+
+		if (o->state == OP_START) {
+			op_start(o);
+		} else if (o->state == OP_WAIT_TIMER ||
+			   o->state == OP_WAIT_SPACE) {
+			if (!*now_ms)
+				*now_ms = rkv_now_ms();
+			op_timer(o, *now_ms);
+		}
+	}
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * op.h - the operation machines: an op slot, the steps, and the table of
+ * kinds.
+ *
+ * An operation occupies one slot from submission until rkv_poll (or the
+ * synchronous call) hands it back.  It runs as rounds: a round is a list
+ * of WRs posted in one doorbell whose last WR is signaled, i.e. one round
+ * trip.  o->step names what the round in flight (or the wait) is; each
+ * step belongs to one machine:
+ *   locate (op_loc.c)   READ both buckets, READ candidate blocks, check
+ *                       their keys: the key's slot, or none;
+ *   insert (op_ins.c)   the tentative-slot protocol of docs/DESIGN.md §6;
+ *   a kind's own steps  get (op_get.c), put and delete (op_put.c),
+ *                       rmw (op_rmw.c), and the extension kinds split
+ *                       get and head put (op_ext.c).
+ * A kind is a struct op_kind: how an attempt starts, what its own rounds
+ * do when they come back, and what it does with the key's slot once
+ * located (found) or with its absence.  op.c owns the slot's life: start,
+ * rounds and their completions, timers, retries, the finish.
+ *
+ * Completions: each slot holds four wr_ctx, one per (round parity,
+ * signaled or not); every WR of a round carries one of them, so a late
+ * completion of an earlier round is told apart from the current one.
+ *
+ * A slot is reused only after the signaled completion of its last round
+ * was reaped (RC: it completes after every earlier WR of the round).
+ */
+#ifndef RKV_CLIENT_OP_H
+#define RKV_CLIENT_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space.h"
+
+struct rkv_client;
+struct cgpu;
+struct rkv_ext_op;
+
+#define ROUND_MAX_WR 20       /* WRs in one round of one op */
+#define MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
+#define MAX_RETRIES 100000
+#define BLK_HEAD 16           /* value bytes kept per cache entry */
+
+/* Offsets inside an op buffer (registered, one per slot). */
+#define OB_BUCKETS 0          /* 2 buckets: 128 bytes */
+#define OB_WORD 128           /* 8: slot word / CAS result */
+#define OB_WORD2 136          /* 8: second CAS result */
+#define OB_HDR 144            /* 32: header of the block a cached put or
+			       * delete unlinks (its grant id) */
+#define OB_BLOCKS 192         /* blocks read */
+
+enum op_state {
+	OP_FREE = 0,   /* slot unused */
+	OP_START,      /* submitted, first round not built yet */
+	OP_IO,         /* a round is posted (or queued for the doorbell) */
+	OP_WAIT_SPACE, /* needs a chunk from the server */
+	OP_WAIT_TIMER, /* waits on a slot (o->step says which wait) */
+	OP_DONE,       /* finished, waiting to be handed back */
+};
+
+/* Steps; the high nibble names the machine (OP_MACHINE). */
+enum loc_step {
+	LOC_BUCKETS = 0x10, /* READ both buckets (a put also WRITEs its
+			     * block; a cached put READs a block header) */
+	LOC_VERIFY,         /* READ candidate blocks to check keys */
+};
+
+enum ins_step {
+	INS_CAS = 0x20,     /* CAS an empty slot to tentative, then READ
+			     * both buckets (one doorbell) */
+	INS_REREAD,         /* READ both buckets again (waiting) */
+	INS_VERIFY,         /* check other copies' keys */
+	INS_COMMIT,         /* CAS tentative -> committed */
+	INS_WITHDRAW,       /* CAS tentative -> empty */
+	INS_STEAL,          /* clear a dead inserter's tentative slot, then
+			     * READ both buckets */
+	INS_LOWER,          /* withdrawn: READ the earlier tentative slot
+			     * it waits for */
+	INS_CLEAR,          /* withdrawn: clear that slot (lease ran out) */
+	INS_WAIT_HIGHER,    /* timer: a later tentative copy (re-read) */
+	INS_WAIT_LOWER,     /* timer: an earlier one, after withdrawing */
+	INS_WAIT_FULL,      /* timer: both buckets full, some tentative */
+};
+
+enum kind_step {
+	GET_CACHED = 0x30,  /* READ slot word + cached block */
+	GET_SPLIT,          /* split get: word, head, tail elsewhere */
+	PUT_CAS,            /* CAS the key's slot to our block */
+	DEL_CACHED,         /* CAS the cached slot to empty (+ header) */
+	DEL_CAS,            /* CAS the located slot to empty */
+	RMW_LOCK,           /* CAS-lock (+ READ block when cached) */
+	RMW_LOCK_POLL,      /* READ a locked slot while waiting */
+	RMW_RELEASE,        /* WRITE new block + CAS release */
+	RMW_HEAD_PUT,       /* head put: WRITE block + CAS from cached */
+	RMW_WAIT_LOCK,      /* timer: the slot is locked */
+	RMW_PARKED,         /* space: the new value waits for a chunk */
+};
+
+#define OP_MACHINE(step) ((unsigned)(step) >> 4)
+
+/* What the location cache keeps about a block: header version, grant,
+ * value length, the value's first bytes. */
+struct blk_info {
+	uint64_t version;
+	uint32_t grant;
+	uint32_t val_len;
+	unsigned char head[BLK_HEAD]; /* 0-padded */
+};
+
+struct cand {
+	unsigned pos;        /* 0..15: bucket 0 slots, then bucket 1 */
+	uint64_t slot;       /* slot word as read */
+	uint32_t buf_off;    /* where its block lands in the op buffer */
+	int match;           /* verified to hold the key */
+};
+
+struct opslot;
+
+struct op_kind {
+	const char *name;
+	int writes;          /* refused for a read-only client */
+	/* start an attempt (the first, or after a retry) */
+	void (*attempt)(struct opslot *o);
+	/* a round of one of the kind's own steps came back */
+	void (*round)(struct opslot *o);
+	/* locate found the key at cd (its block verified) ... */
+	void (*found)(struct opslot *o, struct cand *cd);
+	/* ... or no copy of it */
+	void (*absent)(struct opslot *o);
+	/* locate read the buckets: 1 if the kind went on from them itself
+	 * (NULL: never) */
+	int (*buckets)(struct opslot *o);
+	/* a chunk came for an op parked on space (NULL: attempt again) */
+	void (*space)(struct opslot *o);
+	/* its own timer wait is due (RMW_WAIT_LOCK) */
+	void (*timer)(struct opslot *o);
+	/* which statistics it counts in */
+	struct rkv_op_stats *(*stats)(struct rkv_client_stats *st);
+};
+
+extern const struct op_kind op_get, op_put, op_del, op_rmw;
+extern const struct op_kind op_split_get, op_head_put;
+
+/* Our new block: carved, encoded, written, then published or dropped. */
+struct newblk {
+	struct blk_ref ref;      /* where (0 size: none carved) */
+	uint32_t size;
+	int written;             /* its WRITE was posted */
+	uint64_t version;        /* the version its header carries */
+	uint32_t pub_size;       /* size of the block just published */
+};
+
+/* The insert protocol's state (op_ins.c): our slot is tentative from the
+ * CAS until the commit or the withdrawal. */
+struct ins_state {
+	int tent;                /* we hold a tentative slot (o->newslot) */
+	int abort_err;           /* withdraw, then finish with this */
+	int lower;               /* withdrawing for an earlier tentative
+				  * copy: wait for it after */
+	unsigned seen;           /* INS_SEEN_* of the verify rounds */
+	uint64_t tent_seen;      /* the tentative copy we wait for ... */
+	unsigned tent_seen_pos;
+	uint64_t tent_seen_ms;   /* ... unchanged since */
+	uint64_t full_since_ms;  /* both buckets full, some slot tentative,
+				  * since (0: no) */
+};
+
+struct rmw_state {
+	uint64_t lock_seen;      /* locked value seen while waiting */
+	uint64_t lock_seen_ms;
+	uint64_t lockval;        /* slot value while we hold the lock */
+	int locked;              /* we hold the slot lock */
+	int lock_read;           /* the lock round also READ the block */
+	int release_retry;       /* releasing to retry (stale cache) */
+	int action;              /* RKV_RMW_* or -errno chosen by fn */
+	size_t len;              /* value length fn produced */
+	uint64_t version;        /* version of the block to write */
+};
+
+struct opslot {
+	struct wr_ctx ctx[4];    /* [round parity * 2 + signaled] */
+	struct rkv_op *op;
+	const struct op_kind *kind;
+	struct rkv_client *c;
+	struct peer *p;          /* the key's server ... */
+	struct space *sp;        /* ... and our space on it */
+	enum op_state state;
+	unsigned step;           /* enum loc_step, ins_step, kind_step */
+	unsigned round;          /* rounds posted */
+	unsigned round_nwr;      /* WRs in the round being built */
+	int err;                 /* first error of the round in flight */
+	unsigned retries;
+	uint64_t t_start_ns, t_op_ms, t_round_ms, deadline_ms;
+	struct rkv_key_hash kh;
+	uint64_t b[2];           /* candidate bucket numbers */
+	unsigned npos;           /* slot positions: 16, or 8 when both
+				  * candidate buckets are one */
+	char *buf;               /* registered op buffer (OB_*) */
+	uint32_t lkey;
+	/* locate */
+	struct cand cand[MAX_CAND];
+	unsigned ncand;
+	unsigned vfrom, vend;    /* candidates the verify round read */
+	int target;              /* candidate index of the key's slot, -1 */
+	uint64_t hdr_slot;       /* slot word whose block header the round
+				  * READ into OB_HDR (0: none) */
+	/* the slot worked on */
+	unsigned slot_pos;
+	uint64_t expect;         /* slot value a CAS expects */
+	uint64_t newslot;        /* slot value a CAS installs */
+	uint32_t old_grant;      /* grant of the block that slot names
+				  * (0: unknown) */
+	int cached;              /* this attempt started from the cache */
+	struct newblk nb;
+	struct ins_state ins;
+	struct rmw_state rmw;
+	/* extension kinds (rkv_ext.h): the descriptor, and whether the
+	 * fast path may still be tried */
+	struct rkv_ext_op *x;
+	int x_try;
+	struct cgpu *d;          /* device op: staging; NULL for host ops */
+	struct opslot *done_next;
+	struct rkv_wr wr[ROUND_MAX_WR];
+};
+
+/* ---- op.c: the slot's life */
+
+/* Set up slot o of client c (its buffer, lkey, contexts). */
+void op_slot_init(struct opslot *o, struct rkv_client *c, char *buf,
+		  uint32_t lkey);
+/* The server a key routes to. */
+unsigned op_route(const struct rkv_client *c, const void *key,
+		  size_t key_len);
+/* The engine's run hook: start submitted ops, run due timers. */
+void ops_run(void *client, uint64_t *now_ms);
+/* A chunk came (or the ask failed) on sp: parked ops go on. */
+void ops_space_ready(void *client, struct space *sp);
+void op_finish(struct opslot *o, int status);
+/* Restart after a lost race or a stale read (finishes when over). */
+void op_retry(struct opslot *o);
+/* Start an attempt: reset its state, then the kind's attempt. */
+void op_attempt(struct opslot *o);
+/* The attempt ran longer than the grace period: what it read may have
+ * been freed and reused since. */
+int op_too_slow(const struct opslot *o);
+/* Wait on a timer (lease/8 between looks) in step. */
+void op_wait(struct opslot *o, unsigned step);
+/* The timer of a kind that never waits on its own (retries). */
+void op_no_timer(struct opslot *o);
+
+/* Rounds: WRs are appended to o->wr[0 .. o->round_nwr) */
+void round_begin(struct opslot *o);
+void round_post(struct opslot *o, unsigned step);
+void rd(struct opslot *o, unsigned local_off, uint64_t raddr, uint32_t rkey,
+	uint32_t len);
+void rd_to(struct opslot *o, void *local, uint32_t lkey, uint64_t raddr,
+	   uint32_t len);
+void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
+	    uint32_t len);
+void rd_buckets(struct opslot *o);
+void rd_word(struct opslot *o, unsigned pos);
+void cas(struct opslot *o, unsigned pos, uint64_t expect, uint64_t swap);
+void wr_block(struct opslot *o);
+/* One round: CAS the slot at o->slot_pos from expect to swap. */
+void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
+	       unsigned step);
+
+uint64_t bucket_word(const struct opslot *o, unsigned pos);
+uint64_t word_at(const struct opslot *o, unsigned off);
+uint64_t pos_addr(const struct opslot *o, unsigned pos);
+uint64_t data_addr(const struct opslot *o, uint64_t slot);
+
+/* ---- op_loc.c: locating the key, and our blocks */
+
+/* READ both buckets (with_block: WRITE our block first; hdr_of: READ the
+ * header of the block that slot word names, for its grant id). */
+void loc_start(struct opslot *o, int with_block, uint64_t hdr_of);
+/* The buckets in the op buffer are fresh: locate from them. */
+void loc_buckets(struct opslot *o);
+void loc_round(struct opslot *o);
+/* Slots whose fingerprint matches, in scan order, skipping position skip
+ * (or -1); tentative ones only when with_tent. */
+void loc_collect(struct opslot *o, int skip, int with_tent);
+/* Post a round reading candidates from index from on (step).  1 posted,
+ * 0 nothing left, -EMSGSIZE a block larger than this client's buffers. */
+int loc_read_cands(struct opslot *o, unsigned from, unsigned step);
+/* Check candidates [vfrom, vend): the first match, -1 none, -2 torn. */
+int loc_check_cands(struct opslot *o);
+int blk_decode(struct opslot *o, const char *blk, size_t size,
+	       const void **v, uint32_t *vl, const struct rkv_block_hdr **h);
+
+char *new_blk_buf(const struct opslot *o);
+/* Carve space for our new block and encode it.  0, -EAGAIN (parked until
+ * a chunk comes), or -errno. */
+int nb_make(struct opslot *o, const void *val, size_t val_len,
+	    uint64_t version);
+/* Our new block will never be published: give its space back. */
+void nb_drop(struct opslot *o);
+/* Our block is now named by a slot. */
+void nb_published(struct opslot *o);
+uint64_t nb_slot_word(const struct opslot *o, uint64_t prev);
+/* What the cache keeps about the block we published (NULL: unknown). */
+const struct blk_info *nb_info(const struct opslot *o, struct blk_info *bi);
+const struct blk_info *blk_info_of(struct blk_info *bi, const char *blk,
+				   size_t avail);
+/* The block named by a slot we replaced is unlinked: return it. */
+void unlink_block(struct opslot *o, uint64_t old);
+uint32_t grant_at(const struct opslot *o, unsigned off);
+
+/* ---- op_ins.c: the insert protocol (put, and rmw of an absent key) */
+
+void ins_start(struct opslot *o);
+void ins_round(struct opslot *o);
+void ins_timer(struct opslot *o);
+/* Give our tentative slot up and finish with err (a deadline). */
+void ins_abort(struct opslot *o, int err);
+
+/* ---- shared by the kinds (the extension kinds reuse get's and rmw's) */
+
+void get_deliver(struct opslot *o, const char *blk, uint32_t size,
+		 unsigned pos, uint64_t slot);
+void get_round(struct opslot *o);
+void get_attempt(struct opslot *o);
+void rmw_attempt(struct opslot *o);
+void rmw_round(struct opslot *o);
+void rmw_call_fn(struct opslot *o, const void *old, uint32_t old_len);
+void rmw_commit(struct opslot *o);
+void get_found(struct opslot *o, struct cand *cd);
+void get_absent(struct opslot *o);
+struct rkv_op_stats *get_stats(struct rkv_client_stats *st);
+void rmw_found(struct opslot *o, struct cand *cd);
+void rmw_absent(struct opslot *o);
+void rmw_timer(struct opslot *o);
+void rmw_space(struct opslot *o);
+struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st);
+
+#endif

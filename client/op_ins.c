@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * op_ins.c - inserting a key that is absent (the INS_* steps of op.h):
+ * put, and rmw of an absent key.  At most one committed copy of a key
+ * exists: an insert CASes an empty slot to a tentative word (readers skip
+ * it), re-reads both buckets in the same doorbell and commits only when it
+ * sees no other copy; it withdraws when it sees a committed copy or a
+ * tentative one earlier in scan order, and waits for tentative copies
+ * later in scan order.  docs/DESIGN.md §6 has the argument.
+ */
+#include "client.h"
+
+#include <errno.h>
+
+#include "rtime.h"
+
+/* What the verify rounds saw (ins.seen). */
+#define INS_SEEN_COMMITTED 1u /* a committed copy: ours must go */
+#define INS_SEEN_LOWER 2u     /* a tentative copy before ours in scan order */
+#define INS_SEEN_HIGHER 4u    /* a tentative copy after ours: wait for it */
+
+/* Both buckets full: an insert in progress may withdraw and free its
+ * slot, so look again for up to a lease before saying so. */
+static void ins_full(struct opslot *o, int tent)
+{
+	uint64_t now = rkv_coarse_ms();
+
+	if (!tent || (o->ins.full_since_ms &&
+		      now - o->ins.full_since_ms >= o->p->g.lease_ms)) {
+		op_finish(o, -ENOSPC);
+		return;
+	}
+	if (!o->ins.full_since_ms)
+		o->ins.full_since_ms = now;
+	op_wait(o, INS_WAIT_FULL);
+}
+
+/*
+ * Step 1: CAS the first empty slot in scan order to our block's tentative
+ * word (chaining the block WRITE before it when not written yet) and READ
+ * both buckets behind it: RC order makes that READ see every copy of the
+ * key that was in place before our CAS.
+ */
+void ins_start(struct opslot *o)
+{
+	int pos = -1, tent = 0;
+
+	for (unsigned p = 0; p < o->npos; p++) {
+		uint64_t w = bucket_word(o, p);
+
+		if (rkv_slot_empty(w)) {
+			pos = (int)p;
+			break;
+		}
+		tent |= rkv_slot_tentative(w);
+	}
+	if (pos < 0) {
+		ins_full(o, tent);
+		return;
+	}
+	o->slot_pos = (unsigned)pos;
+	o->expect = 0;
+	o->newslot = nb_slot_word(o, 0) | RKV_SLOT_TENT;
+	o->ins.tent_seen = 0;
+	o->t_round_ms = rkv_coarse_ms();
+	round_begin(o);
+	if (!o->nb.written)
+		wr_block(o);
+	cas(o, o->slot_pos, 0, o->newslot);
+	rd_buckets(o);
+	round_post(o, INS_CAS);
+}
+
+static void withdraw(struct opslot *o)
+{
+	cas_round(o, o->newslot, 0, INS_WITHDRAW);
+}
+
+void ins_abort(struct opslot *o, int err)
+{
+	o->ins.abort_err = err;
+	withdraw(o);
+}
+
+static void commit(struct opslot *o)
+{
+	cas_round(o, o->newslot, o->newslot & ~RKV_SLOT_TENT, INS_COMMIT);
+}
+
+/* Step 2, and after every wait: look at the other copies of the key. */
+static void decide(struct opslot *o)
+{
+	int rc;
+
+	o->ins.seen = 0;
+	o->t_round_ms = rkv_coarse_ms();
+	loc_collect(o, (int)o->slot_pos, 1);
+	rc = o->ncand ? loc_read_cands(o, 0, INS_VERIFY) : 0;
+	if (rc < 0)
+		ins_abort(o, rc);
+	else if (rc == 0) /* nobody else: commit */
+		commit(o);
+}
+
+/* Wait for the later tentative copy w at pos (lease/8 between looks);
+ * one unchanged for a whole lease belongs to a dead or stopped inserter
+ * and is cleared (its owner's commit then fails, and it retries). */
+static void wait_higher(struct opslot *o, unsigned pos, uint64_t w)
+{
+	uint64_t now = rkv_coarse_ms();
+	struct ins_state *in = &o->ins;
+
+	if (in->tent_seen != w || in->tent_seen_pos != pos) {
+		in->tent_seen = w;
+		in->tent_seen_pos = pos;
+		in->tent_seen_ms = now;
+	} else if (now - in->tent_seen_ms >= o->p->g.lease_ms) {
+		o->c->st.lock_steals++;
+		in->tent_seen = 0;
+		o->t_round_ms = now;
+		round_begin(o);
+		cas(o, pos, w, 0);
+		rd_buckets(o);
+		round_post(o, INS_STEAL);
+		return;
+	}
+	o->c->st.lock_waits++;
+	op_wait(o, INS_WAIT_HIGHER);
+}
+
+/* Withdrawn for an earlier tentative copy (tent_seen at tent_seen_pos):
+ * look at its slot again after lease/8; when it changed, start again;
+ * when it stayed for a whole lease, clear it (its inserter is dead or
+ * stopped; its commit will fail). */
+static void wait_lower(struct opslot *o)
+{
+	o->c->st.lock_waits++;
+	op_wait(o, INS_WAIT_LOWER);
+}
+
+/* The candidates of a verify round: what copies are there? */
+static void classify(struct opslot *o)
+{
+	struct ins_state *in = &o->ins;
+
+	for (unsigned i = o->vfrom; i < o->vend; i++) {
+		const struct cand *cd = &o->cand[i];
+
+		if (!cd->match)
+			continue;
+		if (!rkv_slot_tentative(cd->slot)) {
+			in->seen |= INS_SEEN_COMMITTED;
+		} else if (cd->pos < o->slot_pos) {
+			if (!(in->seen & INS_SEEN_LOWER)) {
+				in->tent_seen = cd->slot;
+				in->tent_seen_pos = cd->pos;
+				in->tent_seen_ms = rkv_coarse_ms();
+			}
+			in->seen |= INS_SEEN_LOWER;
+		} else if (!(in->seen & INS_SEEN_HIGHER)) {
+			in->seen |= INS_SEEN_HIGHER;
+			o->target = (int)i;
+		}
+	}
+}
+
+/* The verify round of step 2 came back. */
+static void verified(struct opslot *o)
+{
+	const unsigned stop = INS_SEEN_COMMITTED | INS_SEEN_LOWER;
+	int rc;
+
+	/* too slow (blocks may have been reused) or torn: look again */
+	if (op_too_slow(o) || loc_check_cands(o) == -2) {
+		round_begin(o);
+		rd_buckets(o);
+		o->t_round_ms = rkv_coarse_ms();
+		round_post(o, INS_REREAD);
+		return;
+	}
+	classify(o);
+	if (o->vend < o->ncand && !(o->ins.seen & stop)) {
+		rc = loc_read_cands(o, o->vend, INS_VERIFY);
+		if (rc > 0)
+			return;
+		if (rc < 0) {
+			ins_abort(o, rc);
+			return;
+		}
+	}
+	if (o->ins.seen & stop) {
+		/* a committed copy (update it instead), or an earlier insert
+		 * of the key: let it finish first, holding nothing (it may
+		 * be waiting for us), then start again */
+		o->ins.lower = !(o->ins.seen & INS_SEEN_COMMITTED);
+		withdraw(o);
+		return;
+	}
+	if (o->ins.seen & INS_SEEN_HIGHER) {
+		const struct cand *cd = &o->cand[o->target];
+
+		wait_higher(o, cd->pos, cd->slot);
+		return;
+	}
+	commit(o);
+}
+
+/* INS_CAS came back: was the slot ours? */
+static void cas_done(struct opslot *o)
+{
+	if (word_at(o, OB_WORD) != 0) {
+		/* the slot was taken: the buckets just read are fresh,
+		 * decide again from them */
+		o->expect = 0;
+		if (op_too_slow(o) || ++o->retries > MAX_RETRIES ||
+		    rkv_coarse_ms() > o->deadline_ms) {
+			op_retry(o); /* (it finishes the op when over) */
+			return;
+		}
+		loc_buckets(o);
+		return;
+	}
+	o->ins.tent = 1;
+	decide(o);
+}
+
+static void committed(struct opslot *o)
+{
+	struct blk_info bi;
+
+	o->ins.tent = 0;
+	if (word_at(o, OB_WORD) != o->expect) {
+		/* our tentative slot was cleared (we were slower than a
+		 * lease): nobody ever saw the block as the value */
+		nb_drop(o);
+		op_retry(o);
+		return;
+	}
+	o->newslot &= ~RKV_SLOT_TENT;
+	nb_published(o);
+	cache_store(o->c, o, o->slot_pos, o->newslot, o->nb.pub_size,
+		    nb_info(o, &bi));
+	op_finish(o, 0);
+}
+
+static void withdrawn(struct opslot *o)
+{
+	/* withdrawn, or cleared by a waiter: the block was never a value;
+	 * it goes back through the grace period (inserters may be reading
+	 * it) */
+	o->ins.tent = 0;
+	nb_drop(o);
+	if (o->ins.abort_err) {
+		int err = o->ins.abort_err;
+
+		o->ins.abort_err = 0;
+		op_finish(o, err);
+	} else if (o->ins.lower) {
+		o->ins.lower = 0;
+		wait_lower(o);
+	} else {
+		op_retry(o);
+	}
+}
+
+/* INS_LOWER: the earlier tentative slot we wait for, read again. */
+static void lower_read(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+
+	if (w != o->ins.tent_seen) {
+		op_retry(o); /* committed, withdrawn or replaced */
+		return;
+	}
+	if (rkv_coarse_ms() - o->ins.tent_seen_ms >= o->p->g.lease_ms) {
+		o->c->st.lock_steals++;
+		round_begin(o);
+		cas(o, o->ins.tent_seen_pos, w, 0);
+		round_post(o, INS_CLEAR);
+		return;
+	}
+	wait_lower(o);
+}
+
+void ins_round(struct opslot *o)
+{
+	switch ((enum ins_step)o->step) {
+	case INS_CAS:
+		cas_done(o);
+		return;
+	case INS_REREAD:
+	case INS_STEAL: /* cleared or not, the buckets behind it are fresh */
+		decide(o);
+		return;
+	case INS_VERIFY:
+		verified(o);
+		return;
+	case INS_COMMIT:
+		committed(o);
+		return;
+	case INS_WITHDRAW:
+		withdrawn(o);
+		return;
+	case INS_LOWER:
+		lower_read(o);
+		return;
+	case INS_CLEAR:
+		op_retry(o);
+		return;
+	case INS_WAIT_HIGHER:
+	case INS_WAIT_LOWER:
+	case INS_WAIT_FULL:
+		break; /* timers, not rounds */
+	}
+}
+
+void ins_timer(struct opslot *o)
+{
+	round_begin(o);
+	switch ((enum ins_step)o->step) {
+	case INS_WAIT_FULL: /* a full pair of buckets: again */
+		op_retry(o);
+		return;
+	case INS_WAIT_LOWER:
+		rd_word(o, o->ins.tent_seen_pos);
+		round_post(o, INS_LOWER);
+		return;
+	default: /* INS_WAIT_HIGHER */
+		rd_buckets(o);
+		round_post(o, INS_REREAD);
+		return;
+	}
+}

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * op_rmw.c - read-modify-write under the slot's CAS lock.
+ *
+ * Lock: CAS the key's slot from the word seen to the same word with the
+ * lock bit (with a trusted cached location, READ the block in the same
+ * doorbell: valid if the CAS wins).  The callback builds the new value in
+ * our private new block; the releasing round WRITEs it and CASes the lock
+ * word to the new slot (RC order: block first), or to empty (delete), or
+ * back with the version bumped (keep).  A lock held longer than a lease
+ * is taken over; its holder's release then fails and it retries.  An
+ * absent key is inserted (op_ins.c) with the callback's value.
+ */
+#include "client.h"
+
+#include <errno.h>
+
+#include "rtime.h"
+
+/* Run the rmw callback; its value lands where our new block's value goes. */
+void rmw_call_fn(struct opslot *o, const void *old, uint32_t old_len)
+{
+	int act;
+
+	o->rmw.len = 0;
+	act = o->op->fn(old, old_len,
+			new_blk_buf(o) + RKV_BLOCK_HDR_SIZE + o->op->key_len,
+			o->c->opts.max_value, &o->rmw.len, o->op->fn_arg);
+	if (act > RKV_RMW_DELETE)
+		act = -EINVAL;
+	o->rmw.action = act;
+}
+
+/* CAS the slot at o->slot_pos from expect to lockval; with read_block,
+ * READ expect's block in the same doorbell (valid if the CAS succeeds). */
+static void lock_round(struct opslot *o, uint64_t expect, uint64_t lockval,
+		       int read_block)
+{
+	uint32_t sz = rkv_slot_size(expect);
+
+	if (read_block && sz > o->c->op_buf_size - OB_BLOCKS) {
+		op_finish(o, -EMSGSIZE);
+		return;
+	}
+	o->expect = expect;
+	o->rmw.lockval = lockval;
+	o->rmw.lock_read = read_block;
+	round_begin(o);
+	cas(o, o->slot_pos, expect, lockval);
+	if (read_block)
+		rd_blk(o, OB_BLOCKS, data_addr(o, expect), sz);
+	round_post(o, RMW_LOCK);
+}
+
+static void wait_lock(struct opslot *o, uint64_t seen)
+{
+	o->c->st.lock_waits++;
+	o->rmw.lock_seen = seen;
+	o->rmw.lock_seen_ms = rkv_coarse_ms();
+	op_wait(o, RMW_WAIT_LOCK);
+}
+
+/*
+ * Apply the callback's decision (o->rmw.action, value already in place in
+ * our new-block buffer): with the lock held, post the releasing round; for
+ * an absent key, insert.
+ */
+void rmw_commit(struct opslot *o)
+{
+	int act = o->rmw.action;
+
+	if (act == RKV_RMW_WRITE) {
+		int rc = o->rmw.len > o->c->opts.max_value ? -EMSGSIZE :
+			 nb_make(o, new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
+					    o->op->key_len,
+				 o->rmw.len, o->rmw.version);
+
+		if (rc == -EAGAIN) {
+			o->step = RMW_PARKED;
+			return;
+		}
+		if (rc)
+			act = o->rmw.action = rc;
+	}
+	if (!o->rmw.locked) {
+		if (act == RKV_RMW_WRITE)
+			ins_start(o);
+		else
+			op_finish(o, act < 0 ? act : 0);
+		return;
+	}
+	round_begin(o);
+	if (act == RKV_RMW_WRITE) {
+		o->newslot = nb_slot_word(o, o->rmw.lockval);
+		wr_block(o);
+	} else if (act == RKV_RMW_DELETE) {
+		o->newslot = 0;
+	} else {
+		o->newslot = rkv_slot_bump(o->rmw.lockval);
+	}
+	o->expect = o->rmw.lockval;
+	cas(o, o->slot_pos, o->rmw.lockval, o->newslot);
+	round_post(o, RMW_RELEASE);
+}
+
+/* We hold the lock; blk (size bytes) is the block it covers. */
+static void locked(struct opslot *o, const char *blk, uint32_t size)
+{
+	const void *v;
+	uint32_t vl;
+	const struct rkv_block_hdr *h;
+
+	o->rmw.locked = 1;
+	if (blk_decode(o, blk, size, &v, &vl, &h)) {
+		/* not our key after all (stale cache): unlock and retry */
+		o->rmw.release_retry = 1;
+		o->rmw.action = RKV_RMW_KEEP;
+		rmw_commit(o);
+		return;
+	}
+	o->rmw.version = h->version + 1;
+	o->old_grant = h->grant;
+	rmw_call_fn(o, v, vl);
+	if (o->rmw.action < 0) {
+		/* abort: release unchanged, then report the error */
+		int err = o->rmw.action;
+
+		o->rmw.action = RKV_RMW_KEEP;
+		rmw_commit(o);
+		o->rmw.action = err;
+		return;
+	}
+	rmw_commit(o);
+}
+
+void rmw_attempt(struct opslot *o)
+{
+	struct cache_ent *ce = cache_find(o->c, o);
+
+	if (ce) {
+		o->c->st.cache_hits++;
+		o->cached = 1;
+		o->slot_pos = ce->pos;
+		lock_round(o, ce->slot, ce->slot | RKV_SLOT_LOCK, 1);
+		return;
+	}
+	o->c->st.cache_misses++;
+	loc_start(o, 0, 0);
+}
+
+void rmw_found(struct opslot *o, struct cand *cd)
+{
+	if (rkv_slot_locked(cd->slot)) {
+		wait_lock(o, cd->slot);
+		return;
+	}
+	/* the verified block stays valid if the lock CAS succeeds */
+	lock_round(o, cd->slot, cd->slot | RKV_SLOT_LOCK, 0);
+}
+
+void rmw_absent(struct opslot *o)
+{
+	o->rmw.locked = 0;
+	o->rmw.version = 1;
+	rmw_call_fn(o, NULL, 0);
+	rmw_commit(o);
+}
+
+static void lock_done(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+
+	if (w == o->expect) {
+		if (o->rmw.lock_read) {
+			locked(o, o->buf + OB_BLOCKS, rkv_slot_size(o->expect));
+		} else {
+			struct cand *cd = &o->cand[o->target];
+
+			locked(o, o->buf + cd->buf_off,
+			       rkv_slot_size(cd->slot));
+		}
+		return;
+	}
+	if (rkv_slot_locked(w) && rkv_slot_same_block(w, o->expect)) {
+		wait_lock(o, w);
+		return;
+	}
+	if (o->cached)
+		cache_drop(o->c, o);
+	op_retry(o);
+}
+
+static void lock_polled(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+
+	if (w == o->rmw.lock_seen) {
+		if (rkv_coarse_ms() - o->rmw.lock_seen_ms >= o->p->g.lease_ms) {
+			/* lease over: take the lock over */
+			o->c->st.lock_steals++;
+			lock_round(o, w, rkv_slot_bump(w) | RKV_SLOT_LOCK, 1);
+			return;
+		}
+		o->step = RMW_WAIT_LOCK;
+		o->state = OP_WAIT_TIMER;
+		return;
+	}
+	if (rkv_slot_same_block(w, o->rmw.lock_seen) && !rkv_slot_empty(w)) {
+		if (!rkv_slot_locked(w)) {
+			/* released unchanged: lock it, read block */
+			lock_round(o, w, w | RKV_SLOT_LOCK, 1);
+			return;
+		}
+		/* locked again by someone else: new lease */
+		wait_lock(o, w);
+		return;
+	}
+	op_retry(o);
+}
+
+static void released(struct opslot *o)
+{
+	uint64_t w = word_at(o, OB_WORD);
+	struct blk_info bi;
+
+	o->rmw.locked = 0;
+	if (o->rmw.release_retry) {
+		cache_drop(o->c, o);
+		op_retry(o);
+		return;
+	}
+	if (w != o->expect) {
+		/* our lock was stolen: nothing of ours was published */
+		nb_drop(o);
+		op_retry(o);
+		return;
+	}
+	if (o->rmw.action == RKV_RMW_WRITE) {
+		unlink_block(o, o->expect);
+		nb_published(o);
+		cache_store(o->c, o, o->slot_pos, o->newslot, o->nb.pub_size,
+			    nb_info(o, &bi));
+		op_finish(o, 0);
+	} else if (o->rmw.action == RKV_RMW_DELETE) {
+		unlink_block(o, o->expect);
+		cache_drop(o->c, o);
+		op_finish(o, 0);
+	} else {
+		cache_store(o->c, o, o->slot_pos, o->newslot,
+			    rkv_slot_size(o->newslot), NULL);
+		op_finish(o, o->rmw.action < 0 ? o->rmw.action : 0);
+	}
+}
+
+void rmw_round(struct opslot *o)
+{
+	switch ((enum kind_step)o->step) {
+	case RMW_LOCK:
+		lock_done(o);
+		return;
+	case RMW_LOCK_POLL:
+		lock_polled(o);
+		return;
+	case RMW_RELEASE:
+		released(o);
+		return;
+	default:
+		return; /* no other round is an rmw's */
+	}
+}
+
+/* RMW_WAIT_LOCK is due: READ the locked slot again. */
+void rmw_timer(struct opslot *o)
+{
+	round_begin(o);
+	rd_word(o, o->slot_pos);
+	round_post(o, RMW_LOCK_POLL);
+}
+
+/* A chunk came: a parked value goes on, anything else starts again. */
+void rmw_space(struct opslot *o)
+{
+	if (o->step == RMW_PARKED)
+		rmw_commit(o);
+	else
+		op_attempt(o);
+}
+
+struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st)
+{
+	return &st->rmw;
+}
+
+const struct op_kind op_rmw = {
+	.name = "rmw",
+	.writes = 1,
+	.attempt = rmw_attempt,
+	.round = rmw_round,
+	.found = rmw_found,
+	.absent = rmw_absent,
+	.space = rmw_space,
+	.timer = rmw_timer,
+	.stats = rmw_stats,
+};
