@@ -10,7 +10,7 @@
 # times (default 3) per case, so both see the same machine.  Prints one
 # markdown table per provider: the median ops/s of each build, new/old,
 # and RTT/op.  BENCH_AB_SECONDS (default 3) per run, BENCH_AB_KEYS keys
-# (default 20000).
+# (default 20000), BENCH_AB_PROVIDERS (default "tcp shm").
 set -u
 OLD=${1:?usage: bench/ab-kv.sh OLD_BUILD NEW_BUILD [REPS]}
 NEW=${2:?usage: bench/ab-kv.sh OLD_BUILD NEW_BUILD [REPS]}
@@ -25,14 +25,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_server BUILD LISTEN TAG: prints the address
+# start_server BUILD LISTEN TAG: sets ADDR (run in this shell, not in a
+# $(...) subshell, so that its PID is remembered and stopped)
 start_server() {
   "$1/bin/rkv-server" --listen "$2" --memory 1G --grace 300 \
     --capacity $((KEYS * 2)) --log-level error >"$tmp/$3.out" 2>"$tmp/$3.err" &
   pids+=($!)
+  ADDR=""
   for _ in $(seq 1 100); do
-    a=$(sed -n 's/^rkv-server: listening on //p' "$tmp/$3.out")
-    [ -n "$a" ] && { echo "$a"; return 0; }
+    ADDR=$(sed -n 's/^rkv-server: listening on //p' "$tmp/$3.out")
+    [ -n "$ADDR" ] && return 0
     sleep 0.1
   done
   echo "ab-kv: $1's rkv-server on $2 did not start: $(tail -1 "$tmp/$3.err")" >&2
@@ -54,13 +56,15 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1
 echo "# rkv-bench-kv, $(basename "$OLD") (old) vs $(basename "$NEW") (new): $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
 echo
 echo "1 KB values, $KEYS keys, $SECS s per run, median of $REPS alternating runs per build."
-for prov in tcp shm; do
+for prov in ${BENCH_AB_PROVIDERS:-tcp shm}; do
   case $prov in
     tcp) lo=tcp://127.0.0.1:0; ln=tcp://127.0.0.1:0 ;;
     shm) lo=shm:///rkv-ab-old-$$; ln=shm:///rkv-ab-new-$$ ;;
   esac
-  ao=$(start_server "$OLD" "$lo" old-$prov) || continue
-  an=$(start_server "$NEW" "$ln" new-$prov) || continue
+  start_server "$OLD" "$lo" old-$prov || continue
+  ao=$ADDR
+  start_server "$NEW" "$ln" new-$prov || continue
+  an=$ADDR
   # load both stores once
   run "$OLD" "$ao" 0:100:0:0 16 "" >/dev/null
   run "$NEW" "$an" 0:100:0:0 16 "" >/dev/null
