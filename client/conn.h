@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ctrl.h"
+#include "link_ctrl.h"
 #include "layout.h"
 
 #define MAX_SERVERS 256

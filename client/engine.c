@@ -11,7 +11,7 @@
  *
  * An idle client polls its CQ before the ops build WRs: an RKEY_UPDATE
  * may be waiting there, and WRs must not go out with keys the server may
- * already have revoked (ctrl.c).
+ * already have revoked (link_ctrl.c).
  */
 #include "engine.h"
 

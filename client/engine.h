@@ -7,12 +7,12 @@
  * Layers, bottom up (each calls only those below it; what a lower layer
  * must tell an upper one goes through a function pointer the upper one
  * set):
- *   engine.c  links, doorbells, CQ dispatch, progress, waiting, the log
- *   ctrl.c    the control channel of a link: requests, replies, rkeys
- *   conn.c    servers: the list, connect, HELLO, authentication
- *   space.c   chunks and block returns of a server
- *   op*.c     the operation machines (one file per kind)
- *   api.c     the public calls; client.c creates and destroys
+ *   engine.c     links, doorbells, CQ dispatch, progress, waiting, log
+ *   link_ctrl.c  the control channel of a link: requests, replies, rkeys
+ *   conn.c       servers: the list, connect, HELLO, authentication
+ *   chunks.c     chunks and block returns of a server (struct space)
+ *   op*.c        the operation machines (one file per kind)
+ *   api.c        the public calls; client.c creates and destroys
  *
  * Completions: every WR's wr_id is the address of a struct wr_ctx that
  * the poster embeds in its own object (an op slot, a control buffer, a

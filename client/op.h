@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "space.h"
+#include "chunks.h"
 
 struct rkv_client;
 struct cgpu;

@@ -16,9 +16,9 @@ OBJ=$O/obj/client
 layer() {
   case $1 in
     engine) echo 1 ;;
-    ctrl) echo 2 ;;
+    link_ctrl) echo 2 ;;
     conn) echo 3 ;;
-    space) echo 4 ;;
+    chunks) echo 4 ;;
     op|op_*|cache|dev|words) echo 5 ;;
     api|client) echo 6 ;;
     ps/*) echo 7 ;;

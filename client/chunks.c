@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * space.c - chunks and block returns of one server (space.h).  Every
+ * chunks.c - chunks and block returns of one server (chunks.h).  Every
  * message goes through the control layer (ctrl_chunk_alloc,
  * ctrl_chunk_retire, ctrl_block_return).
  */
-#include "space.h"
+#include "chunks.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ctrl.c - the control channel of a server link (ctrl.h).
+ * link_ctrl.c - the control channel of a server link (link_ctrl.h).
  *
  * Buffers: CTRL_RECVS receive buffers stay posted; CTRL_SENDS send
  * buffers carry requests, one more the RKEY_ACK.  Each buffer holds the
@@ -12,7 +12,7 @@
  * endpoint behind every WR posted with an old key (RC order), so the
  * server may revoke the old keys once the ACK arrives.
  */
-#include "ctrl.h"
+#include "link_ctrl.h"
 
 #include <errno.h>
 #include <string.h>

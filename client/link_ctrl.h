@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ctrl.h - the control channel of one server link: SEND/RECV messages of
+ * link_ctrl.h - the control channel of one server link: SEND/RECV messages of
  * proto/msg.h (chunk grants, block returns, stats, counters, HELLO and
  * authentication), the request slots awaiting replies, and rkey rotation.
  *
@@ -9,8 +9,8 @@
  * rkeys replace the old ones here and in every WR still queued on the
  * link, then RKEY_ACK goes out behind every WR posted with an old key.
  */
-#ifndef RKV_CLIENT_CTRL_H
-#define RKV_CLIENT_CTRL_H
+#ifndef RKV_CLIENT_LINK_CTRL_H
+#define RKV_CLIENT_LINK_CTRL_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * space.h - a client's space on one server: the chunks granted to it,
+ * chunks.h - a client's space on one server: the chunks granted to it,
  * carved into blocks by a bump pointer, and the blocks it hands back.
  *
  * A chunk comes with a grant id; every block carved from it carries that
@@ -9,8 +9,8 @@
  * The first CHUNK_ALLOC asks for 16 KiB, each later one twice as much up
  * to the server's chunk size: a short-lived client keeps little.
  */
-#ifndef RKV_CLIENT_SPACE_H
-#define RKV_CLIENT_SPACE_H
+#ifndef RKV_CLIENT_CHUNKS_H
+#define RKV_CLIENT_CHUNKS_H
 
 #include <stdint.h>
 
