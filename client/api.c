@@ -416,27 +416,16 @@ int rkv_mput(struct rkv_client *c, struct rkv_kv *items, size_t n)
 
 /* ------------------------------------------------------ device buffers */
 
-int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
-		void *dev_buf, size_t cap, size_t *val_len, int gpu)
-{
-	return rkv_ext_get_dev_split(c, key, key_len, NULL, 0, dev_buf, cap,
-				     val_len, gpu);
-}
-
-int rkv_ext_get_dev_split(struct rkv_client *c, const void *key,
-			  size_t key_len, void *head_buf, size_t head,
-			  void *dev_buf, size_t cap, size_t *val_len, int gpu)
+/* A device get on prepared staging (c->gpu). */
+static int dev_get(struct rkv_client *c, const void *key, size_t key_len,
+		   void *head_buf, size_t head, void *dev_buf, size_t cap,
+		   size_t *val_len)
 {
 	struct rkv_op op = { .type = RKV_OP_GET, .key = key,
 			     .key_len = key_len, .buf = dev_buf,
 			     .buf_cap = cap };
 	int rc;
 
-	if (!c || (head && !head_buf))
-		return -EINVAL;
-	rc = gpu_prepare(c, gpu, dev_buf, cap, "rkv_get_dev");
-	if (rc)
-		return rc;
 	c->gpu->head = head;
 	c->gpu->head_buf = head_buf;
 	rc = run_ops(c, &op, 1, &op_get, NULL, c->gpu);
@@ -447,6 +436,29 @@ int rkv_ext_get_dev_split(struct rkv_client *c, const void *key,
 	if (val_len && (op.status == 0 || op.status == -ENOBUFS))
 		*val_len = op.out_len;
 	return op.status;
+}
+
+int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,
+		void *dev_buf, size_t cap, size_t *val_len, int gpu)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = gpu_prepare(c, gpu, dev_buf, cap, "rkv_get_dev");
+	return rc ? rc : dev_get(c, key, key_len, NULL, 0, dev_buf, cap,
+				 val_len);
+}
+
+int rkv_ext_get_dev_split(struct rkv_client *c, const void *key,
+			  size_t key_len, void *head_buf, size_t head,
+			  void *dev_buf, size_t cap, size_t *val_len, int gpu)
+{
+	/* the caller's rkv_ext_dev_prepare checked the whole buffer once */
+	if (!c || (head && !head_buf) || !c->gpu || c->gpu->gpu != gpu)
+		return -EINVAL;
+	return dev_get(c, key, key_len, head_buf, head, dev_buf, cap,
+		       val_len);
 }
 
 int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,

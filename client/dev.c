@@ -47,7 +47,10 @@ int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 		clog_(c, RKV_LOG_ERROR, "%s: GPU index %d is invalid", what, gpu);
 		return -EINVAL;
 	}
-	rc = rkv_cuda_probe(gpu, why, sizeof(why));
+	/* staging exists only for a GPU that passed the probe: do not probe
+	 * again on every call (a PS device push calls this per shard) */
+	rc = c->gpu && c->gpu->gpu == gpu ? 0 :
+					    rkv_cuda_probe(gpu, why, sizeof(why));
 	if (rc) {
 		clog_(c, RKV_LOG_ERROR, "%s: GPU %d unusable: %s", what, gpu, why);
 		return rc == -EOPNOTSUPP ? rc : rc == -ENXIO ? rc : -ENODEV;

@@ -129,7 +129,9 @@ int rkv_ext_word_read(struct rkv_client *c, unsigned server, uint32_t word,
 int rkv_ext_dev_prepare(struct rkv_client *c, int gpu, const void *ptr,
 			size_t len, const char *what);
 /* A device get whose first head bytes go to host memory head_buf and the
- * rest to dev_buf (GPU gpu), as rkv_get_dev otherwise. */
+ * rest to dev_buf (GPU gpu), as rkv_get_dev otherwise.  dev_buf must lie
+ * in what rkv_ext_dev_prepare checked for gpu (-EINVAL if nothing was
+ * prepared for gpu); it is not checked again per call. */
 int rkv_ext_get_dev_split(struct rkv_client *c, const void *key,
 			  size_t key_len, void *head_buf, size_t head,
 			  void *dev_buf, size_t cap, size_t *val_len, int gpu);

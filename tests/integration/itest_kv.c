@@ -178,18 +178,6 @@ static void t_basic_three_servers(void)
 	stop_all(s, 3);
 }
 
-static int fail_fn(const void *old, size_t old_len, void *out, size_t cap,
-		   size_t *out_len, void *arg)
-{
-	(void)old;
-	(void)old_len;
-	(void)out;
-	(void)cap;
-	(void)out_len;
-	(void)arg;
-	return -ECANCELED;
-}
-
 static int del_fn(const void *old, size_t old_len, void *out, size_t cap,
 		  size_t *out_len, void *arg)
 {
@@ -216,7 +204,7 @@ static void t_rmw(void)
 	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_add, (void *)7), 0);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 12);
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, fail_fn, NULL), -ECANCELED);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_cancel, NULL), -ECANCELED);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), 0);
 	EXPECT_EQ(v, 12); /* unchanged */
 	/* lock released after the abort: another rmw goes through */
@@ -225,7 +213,7 @@ static void t_rmw(void)
 	EXPECT_EQ(v, 13);
 	EXPECT_EQ(rkv_rmw(c, "ctr", 3, del_fn, NULL), 0);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), -ENOENT);
-	EXPECT_EQ(rkv_rmw(c, "ctr", 3, fail_fn, NULL), -ECANCELED);
+	EXPECT_EQ(rkv_rmw(c, "ctr", 3, test_rmw_cancel, NULL), -ECANCELED);
 	EXPECT_EQ(rkv_get(c, "ctr", 3, &v, 8, &len), -ENOENT);
 	rkv_client_destroy(c);
 	EXPECT_EQ(test_srv_stop(&s), 0);

@@ -128,18 +128,6 @@ static int make_client(const char *servers, const char *secret_file,
 	return rkv_client_create(&o, c);
 }
 
-static int noop_rmw(const void *old, size_t old_len, void *out, size_t cap,
-		    size_t *out_len, void *arg)
-{
-	(void)old;
-	(void)old_len;
-	(void)out;
-	(void)cap;
-	(void)out_len;
-	(void)arg;
-	return -EINVAL; /* the callback refuses */
-}
-
 /* Every failure; returns how many calls did not fail as they should. */
 static char g_bad[256]; /* lines of the calls that did not fail */
 
@@ -198,7 +186,7 @@ static unsigned fail_everything(const struct test_srv *plain,
 		MUST_FAIL(rkv_get(c, "absent", 6, buf, sizeof(buf), &n));
 		if (rkv_put(c, "k", 1, "0123456789", 10) == 0)
 			MUST_FAIL(rkv_get(c, "k", 1, buf, sizeof(buf), &n));
-		MUST_FAIL(rkv_rmw(c, "k", 1, noop_rmw, NULL));
+		MUST_FAIL(rkv_rmw(c, "k", 1, test_rmw_cancel, NULL));
 		MUST_FAIL(rkv_delete(c, "absent", 6));
 		MUST_FAIL(rkv_server_stats(c, 7, NULL));
 		MUST_FAIL(rkv_counter_open(c, "", &id));

@@ -217,6 +217,18 @@ int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 	return RKV_RMW_WRITE;
 }
 
+int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
+		    size_t *out_len, void *arg)
+{
+	(void)old;
+	(void)old_len;
+	(void)out;
+	(void)cap;
+	(void)out_len;
+	(void)arg;
+	return -ECANCELED;
+}
+
 struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 				  size_t max_value)
 {

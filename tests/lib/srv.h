@@ -56,4 +56,7 @@ struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 		 size_t *out_len, void *arg);
 
+/* An rmw_fn that refuses: -ECANCELED, nothing written. */
+int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
+		    size_t *out_len, void *arg);
 #endif
