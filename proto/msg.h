@@ -141,6 +141,7 @@ struct rkv_extent {
 	uint32_t len;         /* multiple of 64, <= RKV_MAX_BLOCK */
 	uint32_t grant;
 };
+#define RKV_EXTENT_WIRE_SIZE 16u /* offset, len, grant on the wire */
 
 #define RKV_BLOCK_RETURN_MAX 250 /* extents per message */
 

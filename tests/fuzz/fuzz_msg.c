@@ -64,7 +64,8 @@ static void check_decoded(const struct rkv_msg *m, size_t n)
 		break;
 	case RKV_MSG_BLOCK_RETURN:
 		CHECK(m->u.block_return.count <= RKV_BLOCK_RETURN_MAX);
-		CHECK(n == RKV_MSG_HDR_SIZE + 4 + 12u * m->u.block_return.count);
+		CHECK(n == RKV_MSG_HDR_SIZE + 4 +
+		      RKV_EXTENT_WIRE_SIZE * m->u.block_return.count);
 		break;
 	case RKV_MSG_ERROR:
 		CHECK(memchr(m->u.error.text, 0, RKV_ERROR_TEXT_MAX));

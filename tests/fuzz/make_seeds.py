@@ -10,7 +10,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ------------------------------------------------------------ proto/msg.h
-MAGIC, VERSION = 0x314B5652, 1
+MAGIC, VERSION = 0x314B5652, 2   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
 
 
 def msg(mtype, body, req_id=7, version=VERSION):
@@ -24,20 +24,20 @@ def msg_seeds():
                               0x7F0000001000, 1024, 0x22, 1 << 20,
                               0x7F0000100000, 1 << 30, 1000, 2000,
                               0x7F0000200000, 0x33, 64)
-    ext = b"".join(struct.pack("<QI", 64 * i, 128) for i in range(3))
+    ext = b"".join(struct.pack("<QII", 64 * i, 128, 9) for i in range(3))
     return {
         "hello": msg(1, struct.pack("<I", 1) + name),
         "hello_reply": msg(2, hello_reply),
-        "chunk_alloc": msg(3, struct.pack("<I", 1 << 20)),
-        "chunk_grant": msg(4, struct.pack("<iQQ", 0, 4096, 1 << 20)),
+        "chunk_alloc": msg(3, struct.pack("<II", 1 << 20, 4096)),
+        "chunk_grant": msg(4, struct.pack("<iIQQ", 0, 9, 4096, 1 << 20)),
         "block_return0": msg(5, struct.pack("<I", 0)),
         "block_return3": msg(5, struct.pack("<I", 3) + ext),
         "block_return250": msg(5, struct.pack("<I", 250) +
-                               struct.pack("<QI", 64, 64) * 250),
+                               struct.pack("<QII", 64, 64, 9) * 250),
         "chunk_retire": msg(6, struct.pack("<QQ", 4096, 1 << 20)),
         "ack": msg(7, struct.pack("<i", -28)),
         "stats": msg(8, b""),
-        "stats_reply": msg(9, struct.pack("<13Q", *range(1, 14))),
+        "stats_reply": msg(9, struct.pack("<14Q", *range(1, 15))),
         "error": msg(10, struct.pack("<i", -22) +
                      b"bad request".ljust(200, b"\0")),
         "counter_open": msg(11, b"ctr.requests".ljust(64, b"\0")),
@@ -48,7 +48,7 @@ def msg_seeds():
         "rkey_update": msg(15, struct.pack("<IIII", 1, 0x111, 0x222, 0x333),
                            req_id=0),
         "rkey_ack": msg(16, struct.pack("<I", 1), req_id=0),
-        "version2": msg(7, struct.pack("<i", 0), version=2),
+        "version_next": msg(7, struct.pack("<i", 0), version=VERSION + 1),
     }
 
 
