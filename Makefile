@@ -17,7 +17,8 @@
 #                     below; tools/check-deps.sh, also run by make test)
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
-# MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), O=build directory.
+# MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), WITH_ETCD=0|1 (detected),
+# O=build directory.
 
 .DEFAULT_GOAL := all
 
@@ -82,6 +83,18 @@ override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer \
 override LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 LDLIBS_SYS := -lrdmacm -libverbs -lcrypto -lpthread -lm
+
+# etcd (common/etcd.c: cluster membership) over libcurl and cJSON, when
+# their headers are there (tools/deps.sh installs them); without them
+# every etcd call says rkv was built without it
+ifeq ($(origin WITH_ETCD),undefined)
+WITH_ETCD := $(if $(and $(wildcard /usr/include/curl/curl.h \
+	/usr/include/*/curl/curl.h),$(wildcard /usr/include/cjson/cJSON.h)),1,0)
+endif
+ifeq ($(WITH_ETCD),1)
+override CFLAGS += -DRKV_WITH_ETCD
+LDLIBS_SYS += -lcurl -lcjson
+endif
 
 # CUDA (common/gpu/): the static runtime, which loads libcuda.so.1 itself
 # at the first CUDA call, so binaries start on machines without a driver

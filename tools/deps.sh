@@ -8,7 +8,8 @@ PKGS="make gcc clang pkg-config rdma-core libibverbs-dev librdmacm-dev \
 ibverbs-providers ibverbs-utils rdmacm-utils perftest libxxhash-dev \
 libjemalloc-dev libssl-dev libfabric-dev libfabric-bin valgrind iproute2 \
 redis-server memcached libhiredis-dev libmemcached-dev gnuplot-nox libclang-rt-14-dev \
-qemu-system-x86 busybox-static kmod cpio ${RKV_EXTRA_PKGS:-}"
+qemu-system-x86 busybox-static kmod cpio etcd-server etcd-client \
+libcurl4-openssl-dev libcjson-dev ${RKV_EXTRA_PKGS:-}"
 
 missing=""
 for p in $PKGS; do
