@@ -122,6 +122,7 @@ static void slot_release(struct rkv_client *c, struct opslot *o)
 
 int client_progress(struct rkv_client *c)
 {
+	peers_heal(c); /* here, never inside a progress pass */
 	return eng_progress(&c->eng);
 }
 

@@ -118,3 +118,15 @@ void cache_drop(struct rkv_client *c, const struct opslot *o)
 		e->key = NULL;
 	}
 }
+
+void cache_drop_server(struct rkv_client *c, unsigned si)
+{
+	for (unsigned i = 0; i < c->cache_n; i++) {
+		struct cache_ent *e = &c->cache[i];
+
+		if (e->key && e->server == si) {
+			rkv_free(e->key);
+			e->key = NULL;
+		}
+	}
+}

@@ -2,10 +2,12 @@
 /*
  * client.c - creating and destroying a client, and its accessors.
  *
- * Create: options, secret, the server list, one transport context and CQ
- * for the whole cluster (one provider), one registered region carved into
- * the op buffers, the new-block buffers, the control buffers of every
- * server and the word-call results; then connect to every server.
+ * Create: options, secret, the cluster map (opts' servers or cluster
+ * file: proto/cmap.h), one transport context and CQ for the whole cluster
+ * (one provider), one registered region carved into the op buffers, the
+ * new-block buffers, the control buffers of every server and the
+ * word-call results; then connect to the servers (peers.c: one that is
+ * down does not stop the client).
  * Destroy: hand back the blocks we freed and the chunks we hold (bounded
  * wait), then take everything down in reverse.
  *
@@ -61,11 +63,73 @@ static int check_opts(struct rkv_client *c)
 	return 0;
 }
 
-/* The secret and the server list. */
-static int take_servers(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
+/* The text of a cluster file (rkv_malloc'd, NUL-terminated). */
+static int read_text(const char *path, char **out)
+{
+	FILE *f = fopen(path, "r");
+	size_t cap = 1 << 20, n;
+	char *buf;
+	int rc = 0;
+
+	*out = NULL;
+	if (!f)
+		return -errno;
+	buf = rkv_malloc(cap + 1);
+	if (!buf) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	n = fread(buf, 1, cap + 1, f);
+	if (ferror(f))
+		rc = -EIO;
+	else if (n > cap)
+		rc = -EFBIG;
+	fclose(f);
+	if (rc) {
+		rkv_free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
+/* The cluster map of the options: servers, else the cluster file. */
+static int take_map(struct rkv_client *c)
+{
+	char why[300] = "", *text = NULL;
+	int rc;
+
+	c->map = rkv_malloc(sizeof(*c->map));
+	if (!c->map)
+		return -ENOMEM;
+	if (c->opts.servers || !c->opts.cluster_file) {
+		rc = rkv_map_parse_list(c->opts.servers, c->map, why,
+					sizeof(why));
+		if (rc)
+			clog_(c, RKV_LOG_ERROR, "servers '%s': %s",
+			      c->opts.servers ? c->opts.servers : "", why);
+		return rc;
+	}
+	rc = read_text(c->opts.cluster_file, &text);
+	if (rc) {
+		clog_(c, RKV_LOG_ERROR, "cluster file %s: %s",
+		      c->opts.cluster_file, strerror(-rc));
+		return rc;
+	}
+	rc = rkv_map_parse(text, c->map, why, sizeof(why));
+	rkv_free(text);
+	if (rc)
+		clog_(c, RKV_LOG_ERROR, "cluster file %s: %s",
+		      c->opts.cluster_file, why);
+	return rc;
+}
+
+/* The secret and the cluster map. */
+static int take_servers(struct rkv_client *c)
 {
 	char why[128] = "";
-	int n, rc;
+	int rc;
 
 	rc = conn_load_secret(c->opts.secret, c->opts.secret_len,
 			      c->opts.secret_file, &c->secret, &c->secret_len,
@@ -76,25 +140,37 @@ static int take_servers(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
 			      c->opts.secret_file, why);
 		return rc;
 	}
-	n = conn_parse_servers(c->opts.servers, c->opts.cluster_file, addrs);
-	if (n < 0)
-		return n;
-	c->nsrv = (unsigned)n;
+	rc = take_map(c);
+	if (rc)
+		return rc;
+	c->nsrv = c->map->n;
 	c->nslots = c->opts.max_inflight;
 	return 0;
 }
 
 /* One transport context and CQ: every server must use one provider. */
-static int make_engine(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
+static int make_engine(struct rkv_client *c)
 {
 	struct rkv_tp_opts to;
 	struct rkv_tp_addr a, b;
-	int rc = rkv_tp_addr_parse(addrs[0], &a);
+	int rc = rkv_tp_addr_parse(c->map->srv[0].addr, &a);
 
+	if (rc)
+		clog_(c, RKV_LOG_ERROR, "'%s' is not a server address",
+		      c->map->srv[0].addr);
 	for (unsigned i = 1; !rc && i < c->nsrv; i++) {
-		rc = rkv_tp_addr_parse(addrs[i], &b);
-		if (!rc && b.provider != a.provider)
+		rc = rkv_tp_addr_parse(c->map->srv[i].addr, &b);
+		if (rc)
+			clog_(c, RKV_LOG_ERROR, "'%s' is not a server address",
+			      c->map->srv[i].addr);
+		else if (b.provider != a.provider) {
+			clog_(c, RKV_LOG_ERROR, "'%s' is not a %s address like "
+			      "'%s' (one client uses one transport)",
+			      c->map->srv[i].addr,
+			      rkv_tp_provider_str(a.provider),
+			      c->map->srv[0].addr);
 			rc = -EINVAL;
+		}
 	}
 	if (rc)
 		return rc;
@@ -148,7 +224,7 @@ static int make_lmem(struct rkv_client *c)
 }
 
 /* Carve lmem: slots, new blocks, peers' control buffers, aux words. */
-static int carve(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
+static int carve(struct rkv_client *c)
 {
 	char *p = c->lmem;
 
@@ -164,7 +240,10 @@ static int carve(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
 	c->new_blk = p;
 	p += c->nslots * c->new_blk_size;
 	for (unsigned i = 0; i < c->nsrv; i++) {
-		peer_init(&c->peer[i], &c->eng, i, addrs[i], p);
+		/* placement is by name: with two servers or more, each must
+		 * be the one its map entry names */
+		peer_init(&c->peer[i], &c->eng, i, &c->map->srv[i],
+			  c->nsrv > 1, p);
 		p += CTRL_MEM;
 		space_init(&c->space[i], &c->peer[i]);
 		c->space[i].ready = ops_space_ready;
@@ -183,7 +262,6 @@ static int carve(struct rkv_client *c, char (*addrs)[PEER_ADDR_MAX])
 int rkv_client_create(const struct rkv_client_opts *opts,
 		      struct rkv_client **out)
 {
-	char (*addrs)[PEER_ADDR_MAX] = NULL;
 	struct rkv_client *c;
 	int rc;
 
@@ -192,12 +270,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 		return -EINVAL;
 	*out = NULL;
 	c = rkv_calloc(1, sizeof(*c));
-	addrs = rkv_calloc(MAX_SERVERS, sizeof(*addrs));
-	if (!c || !addrs) {
-		rkv_free(c);
-		rkv_free(addrs);
+	if (!c)
 		return -ENOMEM;
-	}
 	rkv_client_opts_init(&c->opts);
 	memcpy(&c->opts, opts, opts->opts_size);
 	c->opts.opts_size = sizeof(c->opts);
@@ -205,24 +279,17 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	c->eng.log_arg = c->opts.log_arg;
 	rc = check_opts(c);
 	if (!rc)
-		rc = take_servers(c, addrs);
+		rc = take_servers(c);
 	if (!rc)
-		rc = make_engine(c, addrs);
+		rc = make_engine(c);
 	if (!rc)
 		rc = make_lmem(c);
 	if (!rc)
-		rc = carve(c, addrs);
+		rc = carve(c);
 	if (!rc)
 		rc = cache_init(c, c->opts.cache_entries);
-	rkv_free(addrs);
-	struct conn_opts co = { .name = c->opts.name,
-				.read_only = c->opts.read_only,
-				.timeout_ms = c->opts.connect_timeout_ms,
-				.secret = c->secret,
-				.secret_len = c->secret_len };
-
-	for (unsigned i = 0; !rc && i < c->nsrv; i++)
-		rc = peer_connect(&c->peer[i], &co);
+	if (!rc)
+		rc = peers_connect_all(c);
 	if (rc) {
 		rkv_client_destroy(c);
 		return rc;
@@ -246,7 +313,7 @@ static void leave_servers(struct rkv_client *c)
 			left += space_drain(&c->space[i]);
 		if (!left || rkv_now_ms() > end)
 			break;
-		if (client_progress(c) < 0)
+		if (eng_progress(&c->eng) < 0)
 			break;
 	}
 }
@@ -267,6 +334,7 @@ void rkv_client_destroy(struct rkv_client *c)
 	rkv_free(c->slots);
 	rkv_free(c->space);
 	rkv_free(c->peer);
+	rkv_free(c->map);
 	rkv_mr_dereg(c->eng.lmr);
 	if (c->lmem)
 		munmap(c->lmem, c->lmem_len);
@@ -287,6 +355,18 @@ unsigned rkv_client_nservers(const struct rkv_client *c)
 const char *rkv_client_server_addr(const struct rkv_client *c, unsigned i)
 {
 	return i < c->nsrv ? c->peer[i].addr : NULL;
+}
+
+const char *rkv_client_server_name(const struct rkv_client *c, unsigned i)
+{
+	return i < c->nsrv ? c->peer[i].name : NULL;
+}
+
+int rkv_client_server_status(const struct rkv_client *c, unsigned i)
+{
+	if (i >= c->nsrv)
+		return -EINVAL;
+	return c->peer[i].down ? c->peer[i].down : c->peer[i].link.dead;
 }
 
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,

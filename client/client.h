@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmap.h"
 #include "op.h"
 #include "rkv.h"
 #include "rkv_ext.h"
@@ -71,11 +72,15 @@ struct rkv_client {
 	size_t op_buf_size;      /* per slot */
 	char *new_blk;           /* per slot new-block buffers */
 	size_t new_blk_size;
-	/* servers */
-	struct peer *peer;
+	/* servers: the map, and a peer per server of it */
+	struct rkv_map *map;
+	struct peer *peer;       /* peer[i]: map->srv[i] */
 	struct space *space;     /* space[i]: ours on peer[i] */
 	struct link *links[MAX_SERVERS];
-	unsigned nsrv;
+	unsigned nsrv;           /* map->n */
+	unsigned ndown;          /* peers down (peers.c) */
+	int healing;             /* peers_heal is running */
+	unsigned links_failed_seen; /* eng.links_failed at the last heal */
 	/* operation slots */
 	struct opslot *slots;
 	unsigned nslots;
@@ -102,6 +107,15 @@ int client_submit(struct rkv_client *c, struct rkv_op *op,
 /* Run one op to completion like the synchronous calls. */
 int client_run(struct rkv_client *c, struct rkv_op *op,
 	       const struct op_kind *k, struct rkv_ext_op *x);
+
+/* peers.c: connecting to the map's servers, and reconnecting */
+/* At create: connect to every server.  A server that is down or
+ * unreachable stays down (its keys' ops fail with its error) and is
+ * retried; any other refusal fails create, as does every server down. */
+int peers_connect_all(struct rkv_client *c);
+/* From each progress call at the top (never from inside one): notice
+ * links that failed; reconnect the down servers whose retry is due. */
+void peers_heal(struct rkv_client *c);
 
 /* dev.c */
 int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
@@ -133,5 +147,7 @@ struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi);
 void cache_drop(struct rkv_client *c, const struct opslot *o);
+/* Forget every entry of server si (it reconnected: new regions). */
+void cache_drop_server(struct rkv_client *c, unsigned si);
 
 #endif

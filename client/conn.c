@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.c - the server list, connecting, HELLO and authentication (conn.h).
+ * conn.c - connecting to a server: HELLO, authentication, its name and
+ * geometry (conn.h).
  *
  * Authentication: a server with a secret answers HELLO with a challenge;
  * the client answers HMAC-SHA256(secret, nonce || name || context),
@@ -18,71 +19,6 @@
 #include "alloc.h"
 #include "auth.h"
 #include "secret.h"
-
-/* ---------------------------------------------------------- server list */
-
-static int add_server(char (*addrs)[PEER_ADDR_MAX], int *n, const char *a,
-		      size_t len)
-{
-	while (len && (a[len - 1] == ' ' || a[len - 1] == '\t' ||
-		       a[len - 1] == '\r'))
-		len--;
-	while (len && (*a == ' ' || *a == '\t')) {
-		a++;
-		len--;
-	}
-	if (len == 0)
-		return 0;
-	if (len >= PEER_ADDR_MAX || *n >= MAX_SERVERS)
-		return -EINVAL;
-	memcpy(addrs[*n], a, len);
-	addrs[*n][len] = '\0';
-	(*n)++;
-	return 0;
-}
-
-static int parse_file(const char *path, char (*addrs)[PEER_ADDR_MAX], int *n)
-{
-	FILE *f = fopen(path, "r");
-	char line[512];
-	int rc = 0;
-
-	if (!f)
-		return -errno;
-	while (!rc && fgets(line, sizeof(line), f)) {
-		char *h = strchr(line, '#');
-
-		if (h)
-			*h = '\0';
-		line[strcspn(line, "\n")] = '\0';
-		rc = add_server(addrs, n, line, strlen(line));
-	}
-	fclose(f);
-	return rc;
-}
-
-int conn_parse_servers(const char *s, const char *cluster_file,
-		       char (*addrs)[PEER_ADDR_MAX])
-{
-	int n = 0, rc = 0;
-
-	if (s) {
-		while (*s && !rc) {
-			const char *e = strchr(s, ',');
-			size_t len = e ? (size_t)(e - s) : strlen(s);
-
-			rc = add_server(addrs, &n, s, len);
-			s += len;
-			if (*s == ',')
-				s++;
-		}
-	} else if (cluster_file) {
-		rc = parse_file(cluster_file, addrs, &n);
-	}
-	if (rc)
-		return rc;
-	return n ? n : -EINVAL;
-}
 
 int conn_load_secret(const void *secret, size_t secret_len,
 		     const char *path, unsigned char **out, size_t *out_len,
@@ -123,14 +59,57 @@ int conn_load_secret(const void *secret, size_t secret_len,
 /* ------------------------------------------------------------- connect */
 
 void peer_init(struct peer *p, struct engine *e, unsigned idx,
-	       const char *addr, char *ctrl_mem)
+	       const struct rkv_map_server *s, int check_name,
+	       char *ctrl_mem)
 {
 	memset(p, 0, sizeof(*p));
 	p->idx = idx;
-	snprintf(p->addr, sizeof(p->addr), "%s", addr);
+	snprintf(p->addr, sizeof(p->addr), "%s", s->addr);
+	snprintf(p->name, sizeof(p->name), "%s", s->name);
+	if (s->named)
+		snprintf(p->label, sizeof(p->label), "%s (%s)", s->name,
+			 s->addr);
+	else
+		snprintf(p->label, sizeof(p->label), "%s", s->addr);
+	p->check_name = check_name;
 	p->link.eng = e;
-	p->link.name = p->addr;
+	p->link.name = p->label;
 	ctrl_init(&p->ctrl, &p->link, ctrl_mem);
+}
+
+void peer_reset(struct peer *p)
+{
+	char *mem = p->ctrl.recv[0].mem;
+
+	rkv_ep_destroy(p->link.ep);
+	p->link.ep = NULL;
+	p->link.dead = 0;
+	p->link.pend_head = p->link.pend_tail = NULL;
+	p->link.pend_n = 0;
+	ctrl_init(&p->ctrl, &p->link, mem);
+	memset(&p->g, 0, sizeof(p->g));
+}
+
+int peer_err_transient(int err)
+{
+	switch (err) {
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -ETIMEDOUT:
+	case -EHOSTUNREACH:
+	case -EHOSTDOWN:
+	case -ENETUNREACH:
+	case -ENETDOWN:
+	case -ENOTCONN:
+	case -EPIPE:
+	case -ESHUTDOWN:
+	case -EUSERS:   /* its --max-clients: may pass */
+	case -EADDRNOTAVAIL:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* The server answered HELLO with a challenge: prove the secret.  On
@@ -147,13 +126,13 @@ static int authenticate(struct peer *p, const struct conn_opts *o,
 		eng_log(e, RKV_LOG_ERROR,
 			"server %s requires authentication and no secret is "
 			"configured (secret_file; RKV_SECRET_FILE for the CLI)",
-			p->addr);
+			p->label);
 		return -EACCES;
 	}
 	if (ch->alg != RKV_AUTH_HMAC_SHA256) {
 		eng_log(e, RKV_LOG_ERROR,
 			"server %s: unknown authentication algorithm %u",
-			p->addr, ch->alg);
+			p->label, ch->alg);
 		return -EPROTO;
 	}
 	memset(&m, 0, sizeof(m));
@@ -169,7 +148,7 @@ static int authenticate(struct peer *p, const struct conn_opts *o,
 		rc = -EACCES; /* closed on us without a word */
 	if (rc) {
 		eng_log(e, RKV_LOG_ERROR,
-			"server %s: authentication failed (%s)", p->addr,
+			"server %s: authentication failed (%s)", p->label,
 			strerror(-rc));
 		return rc;
 	}
@@ -177,7 +156,7 @@ static int authenticate(struct peer *p, const struct conn_opts *o,
 	    reply->u.error.status == -EACCES) {
 		eng_log(e, RKV_LOG_ERROR,
 			"server %s: authentication failed (wrong secret?)",
-			p->addr);
+			p->label);
 		return -EACCES;
 	}
 	return 0;
@@ -214,8 +193,11 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 
 	rc = rkv_connect(e->tp, p->addr, e->cq, (int)o->timeout_ms,
 			 &p->link.ep);
+	if (rc == -ENOENT)
+		rc = -ECONNREFUSED; /* shm: no socket file; -ENOENT would
+				     * read as "no such key" on its ops */
 	if (rc) {
-		eng_log(e, RKV_LOG_ERROR, "connect %s: %s", p->addr,
+		eng_log(e, RKV_LOG_ERROR, "connect %s: %s", p->label,
 			strerror(-rc));
 		return rc;
 	}
@@ -236,15 +218,25 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 			return rc;
 	} else if (o->secret) {
 		eng_log(e, RKV_LOG_INFO,
-			"server %s does not ask for authentication", p->addr);
+			"server %s does not ask for authentication", p->label);
 	}
 	if (reply.hdr.type == RKV_MSG_ERROR) {
-		eng_log(e, RKV_LOG_ERROR, "server %s refused: %s", p->addr,
+		eng_log(e, RKV_LOG_ERROR, "server %s refused: %s", p->label,
 			reply.u.error.text);
 		return reply.u.error.status < 0 ? reply.u.error.status
 						: -ECONNREFUSED;
 	}
 	if (reply.hdr.type != RKV_MSG_HELLO_REPLY)
 		return -EPROTO;
+	if (p->check_name &&
+	    strcmp(reply.u.hello_reply.server_name, p->name) != 0) {
+		eng_log(e, RKV_LOG_ERROR,
+			"server at %s calls itself '%s', not '%s' as the cluster "
+			"map says (list it as \"%s %s\", or start it with "
+			"--name %s)",
+			p->addr, reply.u.hello_reply.server_name, p->name,
+			reply.u.hello_reply.server_name, p->addr, p->name);
+		return -ENXIO;
+	}
 	return take_geometry(p, &reply.u.hello_reply);
 }

@@ -10,11 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmap.h"
 #include "link_ctrl.h"
 #include "layout.h"
 
-#define MAX_SERVERS 256
-#define PEER_ADDR_MAX 300
+#define MAX_SERVERS RKV_MAP_SERVERS_MAX
+#define PEER_ADDR_MAX RKV_MAP_ADDR_MAX
+#define PEER_LABEL_MAX (RKV_SERVER_NAME_MAX + RKV_MAP_ADDR_MAX + 4)
 
 /* A server's regions and rules, from HELLO_REPLY (rkeys: ctrl.keys). */
 struct geom {
@@ -27,11 +29,19 @@ struct geom {
 };
 
 struct peer {
-	unsigned idx;             /* position in the client's list */
+	unsigned idx;             /* position in the client's map */
 	char addr[PEER_ADDR_MAX];
+	char name[RKV_SERVER_NAME_MAX]; /* its name in the map */
+	char label[PEER_LABEL_MAX]; /* "NAME (ADDR)" or ADDR: for messages */
+	int check_name;           /* the server must answer with name */
 	struct link link;
 	struct ctrl ctrl;
 	struct geom g;
+	/* down: 0 while connected, else the -errno it went down with (the
+	 * error its keys' ops get) until a reconnect succeeds */
+	int down;
+	uint64_t retry_ms;        /* next reconnect attempt */
+	unsigned backoff_ms;      /* wait after the next failed attempt */
 };
 
 /* What connecting needs from the client's options. */
@@ -43,11 +53,6 @@ struct conn_opts {
 	size_t secret_len;
 };
 
-/* The servers of opts->servers ("a,b,c") or of the cluster file (one per
- * line, # comments), into addrs[MAX_SERVERS].  Returns the count (> 0),
- * -EINVAL (none, too many, an address too long) or a file's -errno. */
-int conn_parse_servers(const char *servers, const char *cluster_file,
-		       char (*addrs)[PEER_ADDR_MAX]);
 /* The secret of the options (bytes, or a file like rkv-server's
  * --secret-file), copied into *out (rkv_malloc; NULL: none).  why gets
  * the reason of a failure. */
@@ -55,12 +60,21 @@ int conn_load_secret(const void *secret, size_t secret_len,
 		     const char *secret_file, unsigned char **out,
 		     size_t *out_len, char *why, size_t why_len);
 
-/* Set p up as server idx at addr, its control buffers at ctrl_mem. */
+/* Set p up as server idx of the map (s: its entry), its control buffers
+ * at ctrl_mem.  check_name: the server must call itself s->name. */
 void peer_init(struct peer *p, struct engine *e, unsigned idx,
-	       const char *addr, char *ctrl_mem);
+	       const struct rkv_map_server *s, int check_name,
+	       char *ctrl_mem);
 /* Connect, HELLO, authenticate, take the geometry.  0 or -errno (the
- * reason logged). */
+ * reason logged): -ENXIO when the server has another name than the map
+ * gives it. */
 int peer_connect(struct peer *p, const struct conn_opts *o);
+/* Drop a failed connection (its WRs are dropped without completions) so
+ * peer_connect may run again; the control channel starts afresh. */
+void peer_reset(struct peer *p);
+/* Whether err, from peer_connect or a failed link, means the server is
+ * down or unreachable (try again later) rather than refusing us. */
+int peer_err_transient(int err);
 
 static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 				      unsigned i)

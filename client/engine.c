@@ -75,6 +75,7 @@ void link_fail(struct link *l, int err)
 	if (l->dead)
 		return;
 	l->dead = err;
+	l->eng->links_failed++;
 	eng_log(l->eng, RKV_LOG_ERROR, "server %s: connection failed (%s)",
 		l->name, strerror(-err));
 	if (l->on_fail)

@@ -77,6 +77,7 @@ struct engine {
 	void *log_arg;
 	struct link **links;
 	unsigned nlinks;
+	unsigned links_failed;      /* link_fail calls, ever */
 	struct engine_hooks hooks;
 	uint64_t last_poll_ms;      /* rkv_coarse_ms of the last CQ poll */
 	uint64_t last_tick_ms;

@@ -121,6 +121,8 @@ static void recv_done(struct wr_ctx *w, const struct rkv_wc *wc)
 	struct rkv_msg m;
 	int rc;
 
+	if (wc->ep && wc->ep != ctl->l->ep)
+		return; /* of a connection since replaced (reconnect) */
 	if (wc->status != RKV_WC_SUCCESS) {
 		link_fail(ctl->l, -ECONNRESET);
 		return;
@@ -145,6 +147,8 @@ static void send_done(struct wr_ctx *w, const struct rkv_wc *wc)
 {
 	struct ctrl_buf *b = container_of(w, struct ctrl_buf, w);
 
+	if (wc->ep && wc->ep != b->ctl->l->ep)
+		return; /* of a connection since replaced (reconnect) */
 	if (wc->status != RKV_WC_SUCCESS) {
 		link_fail(b->ctl->l, -ECONNRESET);
 		return;

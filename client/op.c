@@ -302,7 +302,7 @@ unsigned op_route(const struct rkv_client *c, const void *key,
 	struct rkv_key_hash kh;
 
 	rkv_key_hash(key, key_len, &kh);
-	return rkv_jump_hash(kh.route, c->nsrv);
+	return rkv_map_owner(c->map, kh.route);
 }
 
 static void op_start(struct opslot *o)
@@ -312,7 +312,7 @@ static void op_start(struct opslot *o)
 	unsigned si;
 
 	rkv_key_hash(op->key, op->key_len, &o->kh);
-	si = rkv_jump_hash(o->kh.route, c->nsrv);
+	si = rkv_map_owner(c->map, o->kh.route);
 	o->p = &c->peer[si];
 	o->sp = &c->space[si];
 	o->t_op_ms = rkv_coarse_ms();
@@ -331,8 +331,9 @@ static void op_start(struct opslot *o)
 		op_finish(o, -EACCES);
 		return;
 	}
-	if (o->p->link.dead) {
-		op_finish(o, o->p->link.dead);
+	if (o->p->down || o->p->link.dead) {
+		/* a dead server costs its own keys only (peers.c) */
+		op_finish(o, o->p->down ? o->p->down : o->p->link.dead);
 		return;
 	}
 	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);

@@ -5,8 +5,10 @@
  * A client connects to one or more rkv servers and does every get, put,
  * delete and read-modify-write itself with one-sided operations on the
  * servers' registered regions; the servers' CPUs only hand out geometry,
- * rkeys and memory chunks over the control plane.  Keys are routed to
- * servers by jump consistent hashing on xxh3.
+ * rkeys and memory chunks over the control plane.  Keys are placed on
+ * servers by their names (rendezvous hashing over 4096 partitions,
+ * proto/cmap.h): the order servers are listed in changes nothing, and a
+ * server added to N takes about 1/(N+1) of the keys.
  *
  * Round trips (RTTs) per operation on a quiet system:
  *   get       1 with the key's location cached, 2 cold
@@ -70,8 +72,10 @@ typedef void (*rkv_client_log_fn)(int level, const char *msg, void *arg);
 
 struct rkv_client_opts {
 	size_t opts_size;          /* sizeof(struct rkv_client_opts) */
-	const char *servers;       /* "tcp://h:p,tcp://h:p"; or NULL and: */
-	const char *cluster_file;  /* one address per line, # comments */
+	const char *servers;       /* "ADDR,ADDR" or "NAME=ADDR,..."; or NULL
+				    * and: */
+	const char *cluster_file;  /* one server per line, "NAME ADDRESS" or
+				    * "ADDRESS"; # comments */
 	const char *name;          /* shown in server logs; default "rkv" */
 	unsigned timeout_ms;       /* per operation; default 5000 */
 	unsigned connect_timeout_ms; /* default 5000 */
@@ -103,8 +107,17 @@ struct rkv_client_opts {
 void rkv_client_opts_init(struct rkv_client_opts *opts);
 
 /*
- * Connect to every server in opts (all of them, or fail).  Returns 0,
- * -EINVAL (no servers, bad address, bad opts), -ECONNREFUSED, -ETIMEDOUT,
+ * Connect to the servers in opts.  A server that is down or unreachable
+ * does not stop the client: ops on its keys fail at once with its error
+ * (-ECONNREFUSED, -ECONNRESET, -ETIMEDOUT...: rkv_client_route and
+ * rkv_client_server_name say which server), every other key works, and
+ * the client reconnects by itself when the server is back (retried from
+ * the calls it makes: after 100 ms, doubling up to 5 s).  With two
+ * servers or more each must answer with the name its map entry gives
+ * (its --name, or the address without the provider when the entry has
+ * no name): -ENXIO otherwise, logged.  Returns 0, -EINVAL (no servers,
+ * bad address, a name or address listed twice, bad opts), the error of
+ * the only server (or of the first, when every server is down),
  * -EPROTO (protocol version mismatch), -ENOMEM, -EACCES (a server
  * requires a secret and none or a wrong one was given; logged), -EUSERS
  * (a server already has --max-clients clients), -EPERM (secret_file is
@@ -120,10 +133,14 @@ int rkv_client_create(const struct rkv_client_opts *opts,
  * call on c may run or follow. */
 void rkv_client_destroy(struct rkv_client *c);
 
-/* Number of servers and the address of server i.  Thread safety: read
- * only; safe from any thread while c lives. */
+/* Number of servers and the address and name of server i.  Thread
+ * safety: read only; safe from any thread while c lives. */
 unsigned rkv_client_nservers(const struct rkv_client *c);
 const char *rkv_client_server_addr(const struct rkv_client *c, unsigned i);
+const char *rkv_client_server_name(const struct rkv_client *c, unsigned i);
+/* 0 while server i is connected, else the -errno it is down with (or
+ * -EINVAL: no such server).  Thread safety: as rkv_poll. */
+int rkv_client_server_status(const struct rkv_client *c, unsigned i);
 /* The server index a key routes to. */
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 			  size_t key_len);
@@ -268,6 +285,7 @@ struct rkv_client_stats {
 	uint64_t blocks_returned; /* unlinked blocks handed back */
 	uint64_t doorbells;       /* rkv_post calls */
 	uint64_t rkey_updates;    /* new rkeys applied (server rotation) */
+	uint64_t reconnects;      /* servers reconnected after going down */
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */

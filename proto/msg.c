@@ -152,6 +152,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F64(c, dir, r->counters_addr);
 		F32(c, dir, r->counters_rkey);
 		F32(c, dir, r->counters_count);
+		FBYTES(c, dir, r->server_name, RKV_SERVER_NAME_MAX);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:
@@ -287,6 +288,9 @@ int rkv_msg_decode(const void *buf, size_t n, struct rkv_msg *m)
 		return -EBADMSG;
 	if (m->hdr.type == RKV_MSG_HELLO &&
 	    !memchr(m->u.hello.name, '\0', RKV_NAME_MAX))
+		return -EBADMSG;
+	if (m->hdr.type == RKV_MSG_HELLO_REPLY &&
+	    !memchr(m->u.hello_reply.server_name, '\0', RKV_SERVER_NAME_MAX))
 		return -EBADMSG;
 	if (m->hdr.type == RKV_MSG_ERROR &&
 	    !memchr(m->u.error.text, '\0', RKV_ERROR_TEXT_MAX))

@@ -43,12 +43,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmap.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 2u
+#define RKV_PROTO_VERSION 3u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -109,6 +111,10 @@ struct rkv_msg_hello_reply {
 	uint64_t counters_addr;  /* remote address of word 0 */
 	uint32_t counters_rkey;  /* remote read, write, atomic */
 	uint32_t counters_count; /* 8-byte words */
+	/* appended in version 3: the server's name (--name), NUL-terminated:
+	 * placement is by name (cmap.h), so a client checks it is talking
+	 * to the server its map names */
+	char server_name[RKV_SERVER_NAME_MAX];
 };
 
 /*

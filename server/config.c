@@ -52,6 +52,10 @@ static const struct cfg_row g_rows[] = {
 	  "tcp://127.0.0.1:7000", "ADDR",
 	  "tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT or auto://HOST:PORT"
 	  " (port 0 picks a free one)" },
+	{ "name", T_STR, FIELD(name), CAP(name), 0, 0, 0, NULL, "NAME",
+	  "this server's name in the cluster map, which places keys by name "
+	  "(1-63 of A-Z a-z 0-9 . _ : - [ ]; default: the listening address "
+	  "without its provider, e.g. 127.0.0.1:7000)" },
 	{ "memory", T_SIZE, FIELD(memory), 0, 4096,
 	  (int64_t)RKV_MAX_DATA_REGION, F_ALIGN64, "256M", "SIZE",
 	  "data region bytes (K/M/G/T suffixes)" },
@@ -422,6 +426,12 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 	rc = shm_finish(cfg, err, errlen);
 	if (rc)
 		return rc;
+	if (cfg->name[0] && rkv_server_name_check(cfg->name)) {
+		rkv_msgf(err, errlen,
+			 "--name: '%s' is not a server name (1-63 of A-Z a-z "
+			 "0-9 . _ : - [ ])", cfg->name);
+		return -EINVAL;
+	}
 	if (strcmp(cfg->data_memory, "host") == 0) {
 		cfg->data_gpu = -1;
 	} else if (strcmp(cfg->data_memory, "gpu") == 0) {
@@ -550,6 +560,8 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 				*field ? field
 				       : r->off == FIELD(secret_file)
 						 ? "(none: any client is served)"
+				       : r->off == FIELD(name)
+						 ? "(the listening address)"
 				       : r->off == FIELD(shm_group) ||
 						 r->off == FIELD(shm_allow)
 						 ? "(none)"

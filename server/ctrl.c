@@ -468,6 +468,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	srv->clients_total++;
 	r->status = 0;
 	r->client_id = c->client_id;
+	snprintf(r->server_name, sizeof(r->server_name), "%s", srv->cfg.name);
 	r->server_id = srv->server_id;
 	r->index_rkey = imr->rkey;
 	r->index_addr = (uint64_t)(uintptr_t)srv->index_mem;

@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 			cfg.secret_len);
 	rkv_srv_log_start(srv);
 	printf("rkv-server: listening on %s\n", rkv_srv_addr(srv));
+	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "serving as '%s'", rkv_srv_name(srv));
 	fflush(stdout);
 
 	rc = run(srv);

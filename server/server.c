@@ -368,6 +368,14 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 			 rc == -EADDRINUSE ? " (another server there?)" : "");
 		goto err;
 	}
+	if (!srv->cfg.name[0] &&
+	    rkv_server_name_from_addr(rkv_listener_addr(srv->listener),
+				      srv->cfg.name, sizeof(srv->cfg.name))) {
+		rkv_msgf(why, whylen, "the address %s makes no server name: "
+			 "give --name", rkv_listener_addr(srv->listener));
+		rc = -EINVAL;
+		goto err;
+	}
 	*out = srv;
 	return 0;
 
@@ -445,6 +453,11 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 const char *rkv_srv_addr(const struct rkv_srv *srv)
 {
 	return rkv_listener_addr(srv->listener);
+}
+
+const char *rkv_srv_name(const struct rkv_srv *srv)
+{
+	return srv->cfg.name;
 }
 
 const char *rkv_srv_describe(const struct rkv_srv *srv)

@@ -51,6 +51,7 @@ extern "C" {
 
 struct rkv_srv_config {
 	char listen[RKV_SRV_ADDR_MAX];  /* provider address */
+	char name[RKV_SERVER_NAME_MAX]; /* "" = from the bound address */
 	uint64_t memory;                /* data region bytes, multiple of 64 */
 	uint64_t buckets;               /* power of two; 0 = from capacity */
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
@@ -406,6 +407,8 @@ void rkv_srv_log_start(const struct rkv_srv *srv);
 void rkv_srv_destroy(struct rkv_srv *srv);
 /* The bound address, with the real port. */
 const char *rkv_srv_addr(const struct rkv_srv *srv);
+/* Its name in the cluster map (--name, or derived from the address). */
+const char *rkv_srv_name(const struct rkv_srv *srv);
 /* The provider in use and its description. */
 const char *rkv_srv_describe(const struct rkv_srv *srv);
 /*

@@ -40,7 +40,7 @@
 struct cli_log {
 	int show_from;     /* RKV_LOG_LEVEL as 0..3; 4: show none */
 	int nmsgs;         /* warn-or-above messages since the last reset */
-	char msgs[4][256]; /* the first of them */
+	char msgs[4][256]; /* the first three of them, and the last */
 };
 
 static struct cli_log g_log = { .show_from = 4 };
@@ -53,8 +53,10 @@ static void on_log(int level, const char *msg, void *arg)
 	if (level >= l->show_from)
 		fprintf(stderr, "rkv: librkv %s: %s\n",
 			names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
-	if (level >= 2 && l->nmsgs < 4)
-		snprintf(l->msgs[l->nmsgs++], sizeof(l->msgs[0]), "%s", msg);
+	/* the last message often sums up the others (every server down) */
+	if (level >= 2)
+		snprintf(l->msgs[l->nmsgs < 4 ? l->nmsgs++ : 3],
+			 sizeof(l->msgs[0]), "%s", msg);
 }
 
 static void log_reset(void)
@@ -86,7 +88,7 @@ static void log_level_from_env(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rkv [--servers ADDR[,ADDR...] | --cluster FILE]\n"
+		"usage: rkv [--servers [NAME=]ADDR[,...] | --cluster FILE]\n"
 		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
 		"           COMMAND\n"
 		"commands:\n"
@@ -95,6 +97,8 @@ static void usage(FILE *f)
 		"  del KEY            delete (exit 1 if absent)\n"
 		"  stat               per-server counters\n"
 		"ADDR: tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT\n"
+		"cluster FILE: one server per line, \"NAME ADDR\" or \"ADDR\", "
+		"any order\n"
 		"default servers: $RKV_SERVERS, else tcp://127.0.0.1:7000\n"
 		"default secret file: $RKV_SECRET_FILE (mode 0600 or "
 		"stricter)\n"
@@ -133,6 +137,12 @@ static int check_servers(const char *servers, const char *from)
 	}
 	for (char *s = strtok_r(copy, ",", &save); s;
 	     s = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(s, '='), *sch = strstr(s, "://");
+
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (eq && sch && eq < sch)
+			s = eq + 1; /* NAME=ADDR: librkv checks the name */
 		if (rkv_tp_addr_parse(s, &a)) {
 			fprintf(stderr,
 				"rkv: %s: '%s' is not an address (tcp://HOST:PORT, "
@@ -280,6 +290,11 @@ static int fail_op(const char *cmd, const char *key, const char *addr, int rc,
 	case -ESHUTDOWN:
 		hint = "connection lost: did the server stop?";
 		break;
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+		hint = "the server is down: its keys fail until it is back";
+		break;
 	default:
 		break;
 	}
@@ -341,14 +356,32 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 	       (unsigned long long)st->auth_failures);
 }
 
+/* "NAME (ADDR)", or ADDR when the name is the address's own. */
+static const char *server_label(struct rkv_client *c, unsigned i, char *buf,
+				size_t cap)
+{
+	const char *a = rkv_client_server_addr(c, i);
+	const char *n = rkv_client_server_name(c, i);
+	const char *rest = strstr(a, "://");
+
+	rest = rest ? rest + 3 : a;
+	while (*rest == '/')
+		rest++;
+	if (!strcmp(n, rest))
+		return a;
+	snprintf(buf, cap, "%s (%s)", n, a);
+	return buf;
+}
+
 /* Run cmd (its arguments in argv[1..]) on c.  Returns the exit status. */
 static int run(struct rkv_client *c, const struct rkv_client_opts *o,
 	       const char *cmd, char **argv)
 {
 	const char *key = argv[1];
 	size_t klen = key ? strlen(key) : 0;
-	const char *addr = key ? rkv_client_server_addr(
-					 c, rkv_client_route(c, key, klen))
+	char label[400];
+	const char *addr = key ? server_label(c, rkv_client_route(c, key, klen),
+					      label, sizeof(label))
 			       : NULL;
 	int rc, status = 0;
 
@@ -401,7 +434,7 @@ static int run(struct rkv_client *c, const struct rkv_client_opts *o,
 	}
 	for (unsigned i = 0; i < rkv_client_nservers(c); i++) {
 		struct rkv_server_stats st;
-		const char *a = rkv_client_server_addr(c, i);
+		const char *a = server_label(c, i, label, sizeof(label));
 
 		log_reset();
 		rc = rkv_server_stats(c, i, &st);

@@ -62,6 +62,10 @@ static void check_decoded(const struct rkv_msg *m, size_t n)
 	case RKV_MSG_HELLO:
 		CHECK(memchr(m->u.hello.name, 0, RKV_NAME_MAX));
 		break;
+	case RKV_MSG_HELLO_REPLY:
+		CHECK(memchr(m->u.hello_reply.server_name, 0,
+			     RKV_SERVER_NAME_MAX));
+		break;
 	case RKV_MSG_BLOCK_RETURN:
 		CHECK(m->u.block_return.count <= RKV_BLOCK_RETURN_MAX);
 		CHECK(n == RKV_MSG_HDR_SIZE + 4 +
@@ -133,10 +137,14 @@ static void fuzz_encode(const uint8_t *data, size_t size)
 	CHECK(len == -EINVAL || len == -ENOSPC || (len > 0 && (size_t)len <= cap));
 	if (len > 0) {
 		rc = rkv_msg_decode(out, (size_t)len, m2);
-		/* HELLO's name is not terminated by the encoder: an
-		 * unterminated one is refused by the decoder. */
-		if (m->hdr.type == RKV_MSG_HELLO &&
-		    !memchr(m->u.hello.name, 0, RKV_NAME_MAX)) {
+		/* HELLO's and HELLO_REPLY's names are not terminated by
+		 * the encoder: an unterminated one is refused by the
+		 * decoder. */
+		if ((m->hdr.type == RKV_MSG_HELLO &&
+		     !memchr(m->u.hello.name, 0, RKV_NAME_MAX)) ||
+		    (m->hdr.type == RKV_MSG_HELLO_REPLY &&
+		     !memchr(m->u.hello_reply.server_name, 0,
+			     RKV_SERVER_NAME_MAX))) {
 			CHECK(rc == -EBADMSG);
 		} else {
 			CHECK(rc == 0);

@@ -166,12 +166,22 @@ static unsigned fail_everything(const struct test_srv *plain,
 	/* no server there */
 	test_srv_listen_addr(g_prov, nobody, sizeof(nobody));
 	MUST_FAIL(make_client(nobody, NULL, 0, l, &c));
-	/* one live server, one missing */
+	/* one live server, one missing: a client (the missing one's keys
+	 * fail), which says so through the callback only */
 	{
 		char two[700];
+		unsigned before = l ? l->n : 0;
 
 		snprintf(two, sizeof(two), "%s,%s", plain->addr, nobody);
-		MUST_FAIL(make_client(two, NULL, 0, l, &c));
+		if (make_client(two, NULL, 0, l, &c) == 0) {
+			MUST_FAIL(rkv_client_server_status(c, 1));
+			rkv_client_destroy(c);
+			c = NULL;
+		} else {
+			MUST_FAIL(0);
+		}
+		if (l && l->n == before)
+			MUST_FAIL(0); /* the callback heard nothing */
 	}
 	/* wrong and missing secrets, a secret file that does not exist */
 	MUST_FAIL(make_client(sec->addr, g_wrong, 0, l, &c));

@@ -552,7 +552,9 @@ static void t_msg_roundtrip(void)
 	m.u.hello_reply.counters_addr = 0x7f2000000000ull;
 	m.u.hello_reply.counters_rkey = 0x1234;
 	m.u.hello_reply.counters_count = 4096;
+	snprintf(m.u.hello_reply.server_name, RKV_SERVER_NAME_MAX, "rkv-a");
 	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_STREQ(d.u.hello_reply.server_name, "rkv-a");
 	EXPECT_EQ_U64(d.u.hello_reply.counters_addr, 0x7f2000000000ull);
 	EXPECT_EQ(d.u.hello_reply.counters_rkey, 0x1234);
 	EXPECT_EQ(d.u.hello_reply.counters_count, 4096);
@@ -638,17 +640,23 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 bytes of body now; the old 64-byte form (no
-	 * counter fields) is refused, not half-read */
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX bytes of body now; the
+	 * older forms (64: no counter fields, 80: no server name) are
+	 * refused, not half-read, and so is a name without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80);
-	uint32_t old_len = RKV_MSG_HDR_SIZE + 64;
-
-	memcpy(buf + 8, &old_len, 4);
-	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
+	for (uint32_t old_len = RKV_MSG_HDR_SIZE + 64;
+	     old_len <= RKV_MSG_HDR_SIZE + 80; old_len += 16) {
+		memcpy(buf + 8, &old_len, 4);
+		EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
+	}
+	memset(m.u.hello_reply.server_name, 'x', RKV_SERVER_NAME_MAX);
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
 }
 
 /* RKEY_UPDATE / RKEY_ACK (rotation): round trips, wire layout, exact

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers.c - the client's servers over time: connecting to every server of
+ * the map at create, noticing one that went down, and reconnecting it.
+ *
+ * A dead server costs only its own keys.  A server that cannot be reached
+ * at create, or whose link fails later, is down: ops on its keys fail at
+ * once with the error it went down with (op.c checks peer->down), the
+ * other servers' ops go on untouched.  peers_heal, run at the top of each
+ * progress call the application makes (api.c), retries a down server
+ * after 100 ms, doubling to 5 s, each attempt bounded by the connect
+ * timeout (at most 1 s).  A reconnect starts afresh: a new connection and
+ * client id, no chunks, no cached locations on that server (its regions
+ * may be new: a restarted server has lost its keys, and says so to
+ * nobody).  It waits until no op has a round in flight on the old link,
+ * and no op holds state of the old one (a block of its chunks, slot
+ * addresses), so nothing of the old connection reaches the new one.
+ *
+ * An attempt blocks the caller for its duration: instant when the host
+ * refuses (nothing listens), up to the bound when packets are dropped.
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "rtime.h"
+
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 5000
+#define RECONNECT_TIMEOUT_MS 1000
+
+static struct conn_opts conn_opts_of(const struct rkv_client *c,
+				     unsigned timeout_ms)
+{
+	return (struct conn_opts){ .name = c->opts.name,
+				   .read_only = c->opts.read_only,
+				   .timeout_ms = timeout_ms,
+				   .secret = c->secret,
+				   .secret_len = c->secret_len };
+}
+
+static void mark_down(struct rkv_client *c, struct peer *p, int err,
+		      uint64_t now)
+{
+	if (p->down)
+		return;
+	p->down = err ? err : -ECONNRESET;
+	p->backoff_ms = RETRY_FIRST_MS;
+	p->retry_ms = now + RETRY_FIRST_MS;
+	c->ndown++;
+}
+
+int peers_connect_all(struct rkv_client *c)
+{
+	struct conn_opts co = conn_opts_of(c, c->opts.connect_timeout_ms);
+	const struct peer *first_down = NULL;
+	unsigned up = 0;
+	int first = 0;
+
+	for (unsigned i = 0; i < c->nsrv; i++) {
+		struct peer *p = &c->peer[i];
+		int rc = peer_connect(p, &co);
+
+		if (!rc) {
+			up++;
+			continue;
+		}
+		/* one server: its error is the client's; a refusal (secret,
+		 * name, version) is a configuration error, never waited out */
+		if (c->nsrv == 1 || !peer_err_transient(rc))
+			return rc;
+		if (!first) {
+			first = rc;
+			first_down = p;
+		}
+		clog_(c, RKV_LOG_WARN,
+		      "server %s is down (%s): its keys fail until it is back",
+		      p->label, strerror(-rc));
+		peer_reset(p);
+		p->link.dead = rc;
+		mark_down(c, p, rc, rkv_now_ms());
+	}
+	if (!up)
+		clog_(c, RKV_LOG_ERROR, "all %u servers are down, the first "
+		      "%s", c->nsrv, first_down->label);
+	return up ? 0 : first;
+}
+
+/* Whether an op or a word call still works on p: it may have WRs on the
+ * old link, or hold state of the old connection (a chunk's block, slot
+ * addresses).  Such ops end soon: each step on a dead link fails. */
+static int peer_busy(const struct rkv_client *c, const struct peer *p)
+{
+	for (unsigned i = 0; i < c->nslots; i++) {
+		const struct opslot *o = &c->slots[i];
+
+		if (o->p == p && o->state != OP_FREE &&
+		    o->state != OP_START && o->state != OP_DONE)
+			return 1;
+	}
+	for (unsigned i = 0; i < AUX_CALLS; i++)
+		if (c->aux[i].busy && c->aux[i].p == p)
+			return 1;
+	return 0;
+}
+
+static void reconnect(struct rkv_client *c, struct peer *p)
+{
+	unsigned t = c->opts.connect_timeout_ms < RECONNECT_TIMEOUT_MS
+			     ? c->opts.connect_timeout_ms
+			     : RECONNECT_TIMEOUT_MS;
+	struct conn_opts co = conn_opts_of(c, t);
+	struct space *sp = &c->space[p->idx];
+	int rc;
+
+	space_fini(sp);
+	peer_reset(p);
+	/* p->down stays set while connecting: the ops that progress
+	 * meanwhile (ctrl_call drives it) still fail on p at once */
+	rc = peer_connect(p, &co);
+	space_init(sp, p);
+	sp->ready = ops_space_ready;
+	sp->ready_arg = c;
+	if (rc) {
+		if (rc != p->down)
+			clog_(c, RKV_LOG_WARN, "server %s is still down (%s)",
+			      p->label, strerror(-rc));
+		peer_reset(p);
+		p->link.dead = rc;
+		p->down = rc;
+		p->backoff_ms = p->backoff_ms * 2 < RETRY_MAX_MS
+					? p->backoff_ms * 2
+					: RETRY_MAX_MS;
+		p->retry_ms = rkv_now_ms() + p->backoff_ms;
+		return;
+	}
+	cache_drop_server(c, p->idx);
+	p->down = 0;
+	c->ndown--;
+	c->st.reconnects++;
+	clog_(c, RKV_LOG_INFO, "server %s is back", p->label);
+}
+
+void peers_heal(struct rkv_client *c)
+{
+	uint64_t now;
+
+	if (c->healing ||
+	    (!c->ndown && c->eng.links_failed == c->links_failed_seen))
+		return;
+	c->healing = 1;
+	now = rkv_coarse_ms();
+	c->links_failed_seen = c->eng.links_failed;
+	for (unsigned i = 0; i < c->nsrv; i++) {
+		struct peer *p = &c->peer[i];
+
+		if (p->link.dead && !p->down)
+			mark_down(c, p, p->link.dead, now);
+		if (p->down && now >= p->retry_ms && !peer_busy(c, p))
+			reconnect(c, p);
+	}
+	c->healing = 0;
+}

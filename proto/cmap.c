@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmap.c - the cluster map and rendezvous placement (cmap.h).
+ */
+#include "cmap.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hash.h"
+
+#define SEED_NAME 0x9fb21c651e98df25ull
+#define PART_MIX 0x9e3779b97f4a7c15ull
+
+/* splitmix64's finalizer: a bijection that mixes every bit. */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static int name_char(int ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+	       ch == ':' || ch == '-' || ch == '[' || ch == ']';
+}
+
+int rkv_server_name_check(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n >= RKV_SERVER_NAME_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!name_char((unsigned char)name[i]))
+			return -EINVAL;
+	return 0;
+}
+
+int rkv_server_name_from_addr(const char *addr, char *name, size_t cap)
+{
+	const char *p = strstr(addr, "://");
+
+	p = p ? p + 3 : addr;
+	while (*p == '/')
+		p++; /* shm:///NAME */
+	if (snprintf(name, cap, "%s", p) >= (int)cap)
+		return -EINVAL;
+	return rkv_server_name_check(name);
+}
+
+void rkv_map_init(struct rkv_map *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+static void set_why(char *why, size_t why_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_why(char *why, size_t why_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!why || !why_len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, why_len, fmt, ap);
+	va_end(ap);
+}
+
+int rkv_map_add(struct rkv_map *m, const char *name, const char *addr,
+		char *why, size_t why_len)
+{
+	struct rkv_map_server *s;
+
+	if (m->n >= RKV_MAP_SERVERS_MAX) {
+		set_why(why, why_len, "more than %u servers",
+			RKV_MAP_SERVERS_MAX);
+		return -EINVAL;
+	}
+	s = &m->srv[m->n];
+	memset(s, 0, sizeof(*s));
+	if (!addr || !*addr || strlen(addr) >= RKV_MAP_ADDR_MAX ||
+	    !strstr(addr, "://")) {
+		set_why(why, why_len, "'%s' is not a server address "
+			"(PROVIDER://HOST:PORT)", addr ? addr : "");
+		return -EINVAL;
+	}
+	snprintf(s->addr, sizeof(s->addr), "%s", addr);
+	if (name) {
+		if (rkv_server_name_check(name)) {
+			set_why(why, why_len, "'%s' is not a server name (1-63 "
+				"of A-Z a-z 0-9 . _ : - [ ])", name);
+			return -EINVAL;
+		}
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->named = 1;
+	} else if (rkv_server_name_from_addr(addr, s->name,
+					     sizeof(s->name))) {
+		set_why(why, why_len, "address '%s' makes no server name: "
+			"give one (NAME ADDRESS)", addr);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < m->n; i++) {
+		if (strcmp(m->srv[i].name, s->name) == 0) {
+			set_why(why, why_len, "server name '%s' listed twice",
+				s->name);
+			return -EINVAL;
+		}
+		if (strcmp(m->srv[i].addr, s->addr) == 0) {
+			set_why(why, why_len, "address '%s' listed twice",
+				s->addr);
+			return -EINVAL;
+		}
+	}
+	s->name_hash = rkv_hash64(s->name, strlen(s->name), SEED_NAME);
+	m->n++;
+	return 0;
+}
+
+uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part)
+{
+	return mix64(s->name_hash ^ mix64((uint64_t)(part + 1) * PART_MIX));
+}
+
+void rkv_map_place(struct rkv_map *m)
+{
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		unsigned best = 0;
+		uint64_t best_score = 0;
+
+		for (unsigned i = 0; i < m->n; i++) {
+			uint64_t sc = rkv_map_score(&m->srv[i], p);
+
+			/* ties (never seen for distinct names) go to the
+			 * larger name hash: still independent of order */
+			if (i == 0 || sc > best_score ||
+			    (sc == best_score &&
+			     m->srv[i].name_hash > m->srv[best].name_hash)) {
+				best = i;
+				best_score = sc;
+			}
+		}
+		m->owner[p] = (uint16_t)best;
+	}
+}
+
+int rkv_map_find(const struct rkv_map *m, const char *name)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (strcmp(m->srv[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* One line of the text form: "NAME ADDRESS", "ADDRESS" or nothing. */
+static int parse_line(struct rkv_map *m, char *line, char *why,
+		      size_t why_len)
+{
+	char *tok[3] = { NULL };
+	unsigned nt = 0;
+	char *h = strchr(line, '#'), *save = NULL;
+
+	if (h)
+		*h = '\0';
+	for (char *t = strtok_r(line, " \t\r\n", &save); t;
+	     t = strtok_r(NULL, " \t\r\n", &save)) {
+		if (nt == 2) {
+			set_why(why, why_len, "'%s': want NAME ADDRESS or "
+				"ADDRESS", t);
+			return -EINVAL;
+		}
+		tok[nt++] = t;
+	}
+	if (nt == 0)
+		return 0;
+	if (nt == 1)
+		return rkv_map_add(m, NULL, tok[0], why, why_len);
+	return rkv_map_add(m, tok[0], tok[1], why, why_len);
+}
+
+/* The end of a parse: some servers, placed. */
+static int finish_parse(struct rkv_map *m, char *why, size_t why_len)
+{
+	if (!m->n) {
+		set_why(why, why_len, "no servers listed");
+		return -EINVAL;
+	}
+	rkv_map_place(m);
+	return 0;
+}
+
+int rkv_map_parse(const char *text, struct rkv_map *m, char *why,
+		  size_t why_len)
+{
+	char line[1024], reason[256] = "";
+	unsigned lineno = 0;
+
+	rkv_map_init(m);
+	while (*text) {
+		size_t len = strcspn(text, "\n");
+		int rc;
+
+		lineno++;
+		if (len >= sizeof(line)) {
+			snprintf(why, why_len, "line %u: too long", lineno);
+			return -EINVAL;
+		}
+		memcpy(line, text, len);
+		line[len] = '\0';
+		text += len;
+		if (*text == '\n')
+			text++;
+		rc = parse_line(m, line, reason, sizeof(reason));
+		if (rc) {
+			snprintf(why, why_len, "line %u: %s", lineno, reason);
+			return rc;
+		}
+	}
+	return finish_parse(m, why, why_len);
+}
+
+int rkv_map_parse_list(const char *list, struct rkv_map *m, char *why,
+		       size_t why_len)
+{
+	char item[RKV_SERVER_NAME_MAX + RKV_MAP_ADDR_MAX + 1];
+
+	rkv_map_init(m);
+	while (list && *list) {
+		size_t len = strcspn(list, ",");
+		char *a = item, *eq, *end, *sch;
+		int rc;
+
+		if (len >= sizeof(item)) {
+			set_why(why, why_len, "a server address is too long");
+			return -EINVAL;
+		}
+		memcpy(item, list, len);
+		item[len] = '\0';
+		list += len;
+		if (*list == ',')
+			list++;
+		while (*a == ' ' || *a == '\t')
+			a++;
+		end = a + strlen(a);
+		while (end > a && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (!*a)
+			continue;
+		eq = strchr(a, '=');
+		sch = strstr(a, "://");
+		if (eq && sch && eq < sch) {
+			*eq = '\0';
+			rc = rkv_map_add(m, a, eq + 1, why, why_len);
+		} else {
+			rc = rkv_map_add(m, NULL, a, why, why_len);
+		}
+		if (rc)
+			return rc;
+	}
+	return finish_parse(m, why, why_len);
+}

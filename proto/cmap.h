@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmap.h - the cluster map: which server owns which key.
+ *
+ * A map is an epoch and a set of servers, each a stable name and an
+ * address.  Placement depends on the names only (docs/DESIGN.md §6):
+ * a key's route hash picks one of RKV_MAP_PARTS partitions (its top 12
+ * bits), and each partition belongs to the server whose name scores
+ * highest for it (rendezvous, or highest-random-weight, hashing).  So the
+ * order servers are listed in changes nothing, a server added to N takes
+ * about 1/(N+1) of the partitions, each from the server that had it, and
+ * a server removed gives up exactly its own.  The owner table is computed
+ * once per map, so routing a key is one shift and one load.
+ *
+ * Names: 1..RKV_SERVER_NAME_MAX-1 bytes of [A-Za-z0-9._:-] and brackets
+ * (an IPv6 address).  A server
+ * listed by address only is named after the address without its
+ * provider ("tcp://10.0.0.1:7000" is "10.0.0.1:7000"), which is also
+ * rkv-server's default --name.
+ *
+ * Text form (cluster files, and `rkv admin`): one server per line,
+ * "NAME ADDRESS" or "ADDRESS", blank lines and # comments ignored.
+ */
+#ifndef RKV_PROTO_CMAP_H
+#define RKV_PROTO_CMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_MAP_PART_BITS 12u
+#define RKV_MAP_PARTS (1u << RKV_MAP_PART_BITS)
+#define RKV_MAP_SERVERS_MAX 256u
+#define RKV_SERVER_NAME_MAX 64u  /* bytes, NUL included */
+#define RKV_MAP_ADDR_MAX 300u    /* bytes, NUL included */
+
+struct rkv_map_server {
+	char name[RKV_SERVER_NAME_MAX];
+	char addr[RKV_MAP_ADDR_MAX];
+	uint64_t name_hash;      /* of the name: its rendezvous seed */
+	int named;               /* the name was given, not derived */
+};
+
+struct rkv_map {
+	uint64_t epoch;          /* 0: a static map (file, --servers) */
+	unsigned n;
+	struct rkv_map_server srv[RKV_MAP_SERVERS_MAX];
+	uint16_t owner[RKV_MAP_PARTS]; /* partition -> index in srv */
+};
+
+/* The partition of a key's route hash (rkv_key_hash's route). */
+static inline unsigned rkv_map_part(uint64_t route)
+{
+	return (unsigned)(route >> (64 - RKV_MAP_PART_BITS));
+}
+
+/* The index in m->srv of the server that owns a key (m placed, n > 0). */
+static inline unsigned rkv_map_owner(const struct rkv_map *m, uint64_t route)
+{
+	return m->owner[rkv_map_part(route)];
+}
+
+/* 0 if name is a valid server name, else -EINVAL. */
+int rkv_server_name_check(const char *name);
+/* The name a server listed as addr only has ("PROVIDER://REST" ->
+ * "REST").  0, or -EINVAL if that is no valid name. */
+int rkv_server_name_from_addr(const char *addr, char *name, size_t cap);
+
+/* An empty map of epoch 0. */
+void rkv_map_init(struct rkv_map *m);
+/* Add a server (name NULL: derived from addr).  0, or -EINVAL with the
+ * reason in why: a bad name or address, a name or address listed twice,
+ * too many servers.  Call rkv_map_place once all are added. */
+int rkv_map_add(struct rkv_map *m, const char *name, const char *addr,
+		char *why, size_t why_len);
+/* Compute the owner table (no-op for an empty map). */
+void rkv_map_place(struct rkv_map *m);
+/* The rendezvous score of server s for partition part: the owner is the
+ * server with the highest (the order of the replicas, later, too). */
+uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part);
+
+/* Parse the text form (see above) into m, placed.  0, or -EINVAL with
+ * "line N: reason" in why. */
+int rkv_map_parse(const char *text, struct rkv_map *m, char *why,
+		  size_t why_len);
+/* Parse a comma-separated list of "ADDRESS" or "NAME=ADDRESS" items
+ * (--servers) into m, placed.  0 or -EINVAL with why. */
+int rkv_map_parse_list(const char *list, struct rkv_map *m, char *why,
+		       size_t why_len);
+/* The index of the server named name, or -1. */
+int rkv_map_find(const struct rkv_map *m, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# cluster_cli.sh - the rkv CLI against a static cluster of three named
+# rkv-servers (tcp), as a new user meets it: a cluster file in one order,
+# 150 one-shot puts, the keys read back through a file in another order,
+# one server killed (its keys: one line naming it, exit 2; the others'
+# keys: unaffected), restarted (served again, empty), a wrong name.
+# TAP output.  Usage: cluster_cli.sh BUILD_DIR
+set -u
+# what a new user sees: librkv's messages only inside the error lines
+unset RKV_LOG_LEVEL
+O=${1:-build}
+BIN="$O/bin"
+n=0; fails=0
+ok() { n=$((n+1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails+1)); fi; }
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start NAME [LISTEN]: prints the address; the PID goes to $tmp/NAME.pid
+start() {
+  local out="$tmp/$1.out" a=""
+  "$BIN/rkv-server" --name "$1" --listen "${2:-tcp://127.0.0.1:0}" \
+    --memory 16M --capacity 2000 --log-level error >"$out" 2>/dev/null &
+  echo $! >"$tmp/$1.pid"
+  for _ in $(seq 1 100); do
+    a=$(sed -n 's/^rkv-server: listening on //p' "$out"); [ -n "$a" ] && break; sleep 0.1
+  done
+  echo "$a"
+}
+
+declare -A addr
+for s in alpha bravo charlie; do
+  addr[$s]=$(start $s)
+  pids+=("$(cat "$tmp/$s.pid")")
+  [ -n "${addr[$s]}" ] || { echo "not ok 1 - start $s"; exit 1; }
+done
+printf '# three servers\nalpha %s\nbravo %s\ncharlie %s\n' \
+  "${addr[alpha]}" "${addr[bravo]}" "${addr[charlie]}" >"$tmp/c1"
+printf 'charlie %s\n\n  alpha   %s  # first\nbravo %s\n' \
+  "${addr[charlie]}" "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c2"
+R1() { timeout 20 "$BIN/rkv" --cluster "$tmp/c1" "$@"; }
+R2() { timeout 20 "$BIN/rkv" --cluster "$tmp/c2" "$@"; }
+
+bad=0
+for i in $(seq 1 150); do R1 put "k$i" "v$i" || bad=$((bad+1)); done
+ok $bad "150 one-shot puts through one cluster file"
+bad=0
+for i in $(seq 1 150); do [ "$(R2 get "k$i")" = "v$i" ] || bad=$((bad+1)); done
+ok $bad "every key read back through the file in another order"
+list="bravo=${addr[bravo]},charlie=${addr[charlie]},alpha=${addr[alpha]}"
+[ "$(timeout 20 "$BIN/rkv" --servers "$list" get k7)" = v7 ]
+ok $? "--servers NAME=ADDR,... places keys alike"
+
+# kill bravo: which keys were its?
+kill -KILL "$(cat "$tmp/bravo.pid")"; wait "$(cat "$tmp/bravo.pid")" 2>/dev/null
+live=0; dead=0; badline=0; badlive=0
+for i in $(seq 1 150); do
+  v=$(R1 get "k$i" 2>"$tmp/err"); rc=$?
+  if [ "$rc" = 0 ] && [ "$v" = "v$i" ]; then
+    live=$((live+1))
+  elif [ "$rc" = 2 ]; then
+    dead=$((dead+1))
+    { [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "bravo" "$tmp/err"; } || { badline=$((badline+1)); cat "$tmp/err" | sed 's/^/# /'; }
+  else
+    badlive=$((badlive+1))
+  fi
+done
+echo "# bravo killed: $live keys served, $dead failed"
+[ "$badlive" = 0 ] && [ "$live" -gt 50 ] && [ "$dead" -gt 10 ]; ok $? "other servers' keys served, bravo's fail (exit 2)"
+ok $badline "each failure is one line naming bravo"
+R1 stat >"$tmp/stat" 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && [ "$(grep -c "keys " "$tmp/stat")" = 2 ] && grep -q bravo "$tmp/err"
+ok $? "stat: the live servers' counters, one line for bravo, exit 2"
+
+# back, empty, at the same address
+b=$(start bravo "${addr[bravo]}"); pids+=("$(cat "$tmp/bravo.pid")")
+[ "$b" = "${addr[bravo]}" ]; ok $? "bravo restarted at its address"
+lost=0; bad=0
+for i in $(seq 1 150); do
+  R1 get "k$i" >/dev/null 2>&1; rc=$?
+  [ "$rc" = 1 ] && lost=$((lost+1))
+  [ "$rc" = 2 ] && bad=$((bad+1))
+done
+echo "# bravo back: $lost keys lost with it (no replication)"
+[ "$bad" = 0 ] && [ "$lost" = "$dead" ]; ok $? "bravo serves again; exactly its keys are gone"
+
+# a wrong name
+printf 'alpha %s\nzulu %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c3"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c3" get k1 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "calls itself 'bravo', not 'zulu'" "$tmp/err"
+ok $? "a server under another name: one line saying both names"
+printf 'alpha %s\nalpha %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c4"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c4" get k1 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "line 2: server name 'alpha' listed twice" "$tmp/err"
+ok $? "a name listed twice: the line and the reason"
+echo "1..$n"
+[ "$fails" = 0 ]

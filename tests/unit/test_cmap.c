@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_cmap.c - the cluster map (proto/cmap.h): placement depends on the
+ * servers' names only (any order of listing gives the same owner for
+ * every key), a server added to N takes about 1/(N+1) of 100k keys and
+ * every key that moves goes to it, a server removed gives up exactly its
+ * own keys, the partitions are spread evenly; and the text forms parse,
+ * or fail with the line and the reason.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmap.h"
+#include "layout.h"
+#include "test.h"
+
+#define NKEYS 100000u
+
+static struct rkv_map *new_map(void)
+{
+	struct rkv_map *m = malloc(sizeof(*m));
+
+	if (m)
+		rkv_map_init(m);
+	return m;
+}
+
+static void add(struct rkv_map *m, const char *name, unsigned i)
+{
+	char addr[64], why[128] = "";
+
+	snprintf(addr, sizeof(addr), "tcp://10.0.0.%u:7000", i);
+	EXPECT_EQ(rkv_map_add(m, name, addr, why, sizeof(why)), 0);
+}
+
+static uint64_t route_of(unsigned k)
+{
+	struct rkv_key_hash kh;
+	char key[32];
+
+	snprintf(key, sizeof(key), "key:%u", k);
+	rkv_key_hash(key, strlen(key), &kh);
+	return kh.route;
+}
+
+static const char *owner_name(const struct rkv_map *m, uint64_t route)
+{
+	return m->srv[rkv_map_owner(m, route)].name;
+}
+
+/* Every listing order of five servers places every key alike. */
+static void t_order(void)
+{
+	static const char *names[5] = { "alpha", "bravo", "charlie", "delta",
+					"echo" };
+	struct rkv_map *a = new_map(), *b = new_map();
+	unsigned perm[5] = { 0, 1, 2, 3, 4 };
+
+	ASSERT_TRUE(a && b);
+	for (unsigned i = 0; i < 5; i++)
+		add(a, names[i], i);
+	rkv_map_place(a);
+	srand(7);
+	for (unsigned round = 0; round < 20; round++) {
+		for (unsigned i = 4; i > 0; i--) {
+			unsigned j = (unsigned)rand() % (i + 1), t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		rkv_map_init(b);
+		for (unsigned i = 0; i < 5; i++)
+			add(b, names[perm[i]], perm[i]);
+		rkv_map_place(b);
+		unsigned differ = 0;
+
+		for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+			differ += strcmp(a->srv[a->owner[p]].name,
+					 b->srv[b->owner[p]].name) != 0;
+		EXPECT_EQ(differ, 0);
+	}
+	free(a);
+	free(b);
+}
+
+/* N -> N+1: about 1/(N+1) of the keys move, all of them to the new
+ * server; N+1 -> N: only the removed server's keys move. */
+static void t_movement(void)
+{
+	struct rkv_map *m = new_map(), *g = new_map();
+	char name[32];
+
+	ASSERT_TRUE(m && g);
+	for (unsigned n = 1; n <= 8; n++) {
+		unsigned moved = 0, wrong = 0;
+
+		rkv_map_init(m);
+		rkv_map_init(g);
+		for (unsigned i = 0; i < n; i++) {
+			snprintf(name, sizeof(name), "srv-%u", i);
+			add(m, name, i);
+			add(g, name, i);
+		}
+		add(g, "newcomer", 200);
+		rkv_map_place(m);
+		rkv_map_place(g);
+		for (unsigned k = 0; k < NKEYS; k++) {
+			uint64_t r = route_of(k);
+			const char *before = owner_name(m, r);
+			const char *after = owner_name(g, r);
+
+			if (strcmp(before, after) != 0) {
+				moved++;
+				wrong += strcmp(after, "newcomer") != 0;
+			}
+		}
+		double frac = (double)moved / NKEYS, want = 1.0 / (n + 1);
+
+		printf("#   %u -> %u servers: %.4f of %u keys moved (1/%u = "
+		       "%.4f)\n", n, n + 1, frac, NKEYS, n + 1, want);
+		EXPECT_EQ(wrong, 0);
+		EXPECT_TRUE(frac > want * 0.9 && frac < want * 1.1);
+		/* and back: removing the newcomer moves its keys only */
+		unsigned back = 0, stayed_wrong = 0;
+
+		for (unsigned k = 0; k < NKEYS; k++) {
+			uint64_t r = route_of(k);
+
+			if (strcmp(owner_name(g, r), "newcomer") == 0)
+				back++;
+			else
+				stayed_wrong += strcmp(owner_name(g, r),
+						       owner_name(m, r)) != 0;
+		}
+		EXPECT_EQ(back, moved);
+		EXPECT_EQ(stayed_wrong, 0);
+	}
+	free(m);
+	free(g);
+}
+
+/* Each of N servers owns close to 1/N of the partitions. */
+static void t_balance(void)
+{
+	struct rkv_map *m = new_map();
+	unsigned per[16];
+	char name[32];
+
+	ASSERT_TRUE(m != NULL);
+	for (unsigned n = 2; n <= 16; n *= 2) {
+		rkv_map_init(m);
+		memset(per, 0, sizeof(per));
+		for (unsigned i = 0; i < n; i++) {
+			snprintf(name, sizeof(name), "node%u.example", i);
+			add(m, name, i);
+		}
+		rkv_map_place(m);
+		for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+			per[m->owner[p]]++;
+		unsigned lo = RKV_MAP_PARTS, hi = 0;
+
+		for (unsigned i = 0; i < n; i++) {
+			lo = per[i] < lo ? per[i] : lo;
+			hi = per[i] > hi ? per[i] : hi;
+		}
+		printf("#   %u servers: %u..%u partitions each (mean %u)\n", n,
+		       lo, hi, RKV_MAP_PARTS / n);
+		EXPECT_TRUE(lo > RKV_MAP_PARTS / n * 80 / 100);
+		EXPECT_TRUE(hi < RKV_MAP_PARTS / n * 120 / 100);
+	}
+	free(m);
+}
+
+static void t_names(void)
+{
+	char name[RKV_SERVER_NAME_MAX];
+	char long_name[100];
+
+	EXPECT_EQ(rkv_server_name_check("a"), 0);
+	EXPECT_EQ(rkv_server_name_check("rack1-node_2.dc:7000"), 0);
+	EXPECT_EQ(rkv_server_name_check(""), -EINVAL);
+	EXPECT_EQ(rkv_server_name_check(NULL), -EINVAL);
+	EXPECT_EQ(rkv_server_name_check("has space"), -EINVAL);
+	EXPECT_EQ(rkv_server_name_check("slash/no"), -EINVAL);
+	memset(long_name, 'x', sizeof(long_name));
+	long_name[RKV_SERVER_NAME_MAX - 1] = '\0';
+	EXPECT_EQ(rkv_server_name_check(long_name), 0);
+	long_name[RKV_SERVER_NAME_MAX - 1] = 'x';
+	long_name[RKV_SERVER_NAME_MAX] = '\0';
+	EXPECT_EQ(rkv_server_name_check(long_name), -EINVAL);
+	EXPECT_EQ(rkv_server_name_from_addr("tcp://127.0.0.1:7000", name,
+					    sizeof(name)), 0);
+	EXPECT_STREQ(name, "127.0.0.1:7000");
+	EXPECT_EQ(rkv_server_name_from_addr("shm:///rkv-a", name,
+					    sizeof(name)), 0);
+	EXPECT_STREQ(name, "rkv-a");
+	EXPECT_EQ(rkv_server_name_from_addr("verbs://[fe80::1]:7000", name,
+					    sizeof(name)), 0);
+	EXPECT_STREQ(name, "[fe80::1]:7000");
+	EXPECT_EQ(rkv_server_name_from_addr("tcp://h o:1", name,
+					    sizeof(name)), -EINVAL);
+}
+
+static void expect_parse_error(const char *text, const char *want)
+{
+	struct rkv_map *m = new_map();
+	char why[256] = "";
+
+	ASSERT_TRUE(m != NULL);
+	EXPECT_EQ(rkv_map_parse(text, m, why, sizeof(why)), -EINVAL);
+	if (!strstr(why, want))
+		printf("#   '%s': why '%s' lacks '%s'\n", text, why, want);
+	EXPECT_TRUE(strstr(why, want) != NULL);
+	free(m);
+}
+
+static void t_parse(void)
+{
+	struct rkv_map *m = new_map(), *l = new_map();
+	char why[256] = "";
+
+	ASSERT_TRUE(m && l);
+	EXPECT_EQ(rkv_map_parse("# a cluster\n"
+				"alpha tcp://10.0.0.1:7000\n"
+				"\n"
+				"  tcp://10.0.0.2:7000   # by address\n"
+				"\tgamma\tshm:///rkv-gamma\r\n",
+				m, why, sizeof(why)), 0);
+	EXPECT_EQ(m->n, 3);
+	EXPECT_STREQ(m->srv[0].name, "alpha");
+	EXPECT_TRUE(m->srv[0].named);
+	EXPECT_STREQ(m->srv[1].name, "10.0.0.2:7000");
+	EXPECT_TRUE(!m->srv[1].named);
+	EXPECT_STREQ(m->srv[2].addr, "shm:///rkv-gamma");
+	EXPECT_EQ(rkv_map_find(m, "gamma"), 2);
+	EXPECT_EQ(rkv_map_find(m, "delta"), -1);
+	EXPECT_EQ(rkv_map_parse_list("alpha=tcp://10.0.0.1:7000, "
+				     "tcp://10.0.0.2:7000,gamma=shm:///rkv-gamma",
+				     l, why, sizeof(why)), 0);
+	EXPECT_EQ(l->n, 3);
+	EXPECT_TRUE(memcmp(l->owner, m->owner, sizeof(m->owner)) == 0);
+	EXPECT_EQ(rkv_map_parse_list("tcp://h:1,,tcp://h:2", l, why,
+				     sizeof(why)), 0);
+	EXPECT_EQ(l->n, 2);
+	EXPECT_EQ(rkv_map_parse_list("", l, why, sizeof(why)), -EINVAL);
+	EXPECT_EQ(rkv_map_parse_list("nonsense", l, why, sizeof(why)),
+		  -EINVAL);
+	EXPECT_EQ(rkv_map_parse_list("a=tcp://h:1,a=tcp://h:2", l, why,
+				     sizeof(why)), -EINVAL);
+	expect_parse_error("", "no servers");
+	expect_parse_error("# only a comment\n", "no servers");
+	expect_parse_error("a tcp://h:1\nb tcp://h:2\na tcp://h:3\n",
+			   "line 3: server name 'a' listed twice");
+	expect_parse_error("a tcp://h:1\nb tcp://h:1\n",
+			   "line 2: address 'tcp://h:1' listed twice");
+	expect_parse_error("a b c\n", "line 1: 'c'");
+	expect_parse_error("x\n", "line 1: 'x' is not a server address");
+	expect_parse_error("bad/name tcp://h:1\n", "is not a server name");
+	expect_parse_error("tcp://h:1\ntcp://h:1\n", "listed twice");
+	free(m);
+	free(l);
+}
+
+int main(int argc, char **argv)
+{
+	rkv_test_init(argc, argv, 60);
+	RKV_TEST(t_order);
+	RKV_TEST(t_movement);
+	RKV_TEST(t_balance);
+	RKV_TEST(t_names);
+	RKV_TEST(t_parse);
+	return rkv_test_done();
+}
