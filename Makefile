@@ -159,7 +159,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
 CLIENT_SRCS := $(wildcard client/*.c client/ps/*.c)
-CLI_SRCS := $(wildcard tools/rkv_cli.c)
+CLI_SRCS := $(wildcard tools/rkv_cli.c tools/rkv_admin.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
 COMMON_OBJS := $(call obj,$(COMMON_SRCS)) \

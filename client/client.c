@@ -25,6 +25,7 @@
 #include <openssl/crypto.h>
 
 #include "alloc.h"
+#include "registry.h"
 #include "rtime.h"
 
 void rkv_client_opts_init(struct rkv_client_opts *opts)
@@ -111,6 +112,8 @@ static int take_map(struct rkv_client *c)
 			      c->opts.servers ? c->opts.servers : "", why);
 		return rc;
 	}
+	if (rkv_reg_is_url(c->opts.cluster_file))
+		return cluster_load(c, c->opts.cluster_file);
 	rc = read_text(c->opts.cluster_file, &text);
 	if (rc) {
 		clog_(c, RKV_LOG_ERROR, "cluster file %s: %s",

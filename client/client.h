@@ -117,6 +117,10 @@ int peers_connect_all(struct rkv_client *c);
  * links that failed; reconnect the down servers whose retry is due. */
 void peers_heal(struct rkv_client *c);
 
+/* cluster.c: the map of "etcd://HOST:PORT/CLUSTER" into c->map (the
+ * reason logged).  0 or -errno. */
+int cluster_load(struct rkv_client *c, const char *url);
+
 /* dev.c */
 int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,
 		const char *what);

@@ -75,7 +75,11 @@ struct rkv_client_opts {
 	const char *servers;       /* "ADDR,ADDR" or "NAME=ADDR,..."; or NULL
 				    * and: */
 	const char *cluster_file;  /* one server per line, "NAME ADDRESS" or
-				    * "ADDRESS"; # comments */
+				    * "ADDRESS"; # comments.  Or the URL
+				    * "etcd://HOST:PORT/CLUSTER": the map
+				    * `rkv admin` keeps in etcd, read at
+				    * create (etcd unreachable: retried
+				    * within connect_timeout_ms) */
 	const char *name;          /* shown in server logs; default "rkv" */
 	unsigned timeout_ms;       /* per operation; default 5000 */
 	unsigned connect_timeout_ms; /* default 5000 */
@@ -121,7 +125,8 @@ void rkv_client_opts_init(struct rkv_client_opts *opts);
  * -EPROTO (protocol version mismatch), -ENOMEM, -EACCES (a server
  * requires a secret and none or a wrong one was given; logged), -EUSERS
  * (a server already has --max-clients clients), -EPERM (secret_file is
- * open to group or others), or a transport -errno.
+ * open to group or others), -ENODATA (a cluster in etcd has no map yet),
+ * -EOPNOTSUPP (built without etcd support), or a transport -errno.
  * The caller frees the client with rkv_client_destroy().
  * Thread safety: any thread; clients are independent of each other.
  */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hash.h"
@@ -180,6 +181,25 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 	}
 	if (nt == 0)
 		return 0;
+	if (nt == 2 && strcmp(tok[0], "epoch") == 0) {
+		char *end;
+		unsigned long long e;
+
+		if (m->n || m->epoch) {
+			set_why(why, why_len, "'epoch' must come once, before "
+				"the servers");
+			return -EINVAL;
+		}
+		errno = 0;
+		e = strtoull(tok[1], &end, 10);
+		if (errno || *end || !e || tok[1][0] == '-') {
+			set_why(why, why_len, "'%s' is not an epoch (1, 2, ...)",
+				tok[1]);
+			return -EINVAL;
+		}
+		m->epoch = e;
+		return 0;
+	}
 	if (nt == 1)
 		return rkv_map_add(m, NULL, tok[0], why, why_len);
 	return rkv_map_add(m, tok[0], tok[1], why, why_len);
@@ -265,4 +285,25 @@ int rkv_map_parse_list(const char *list, struct rkv_map *m, char *why,
 			return rc;
 	}
 	return finish_parse(m, why, why_len);
+}
+
+int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap)
+{
+	size_t off = 0;
+	int n;
+
+	n = m->epoch ? snprintf(buf, cap, "epoch %llu\n",
+				(unsigned long long)m->epoch)
+		     : snprintf(buf, cap, "%s", "");
+	if (n < 0 || (size_t)n >= cap)
+		return -ENOSPC;
+	off = (size_t)n;
+	for (unsigned i = 0; i < m->n; i++) {
+		n = snprintf(buf + off, cap - off, "%s %s\n", m->srv[i].name,
+			     m->srv[i].addr);
+		if (n < 0 || (size_t)n >= cap - off)
+			return -ENOSPC;
+		off += (size_t)n;
+	}
+	return (int)off;
 }

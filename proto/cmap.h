@@ -18,8 +18,10 @@
  * provider ("tcp://10.0.0.1:7000" is "10.0.0.1:7000"), which is also
  * rkv-server's default --name.
  *
- * Text form (cluster files, and `rkv admin`): one server per line,
- * "NAME ADDRESS" or "ADDRESS", blank lines and # comments ignored.
+ * Text form (cluster files, and the map rkv admin keeps in etcd): one
+ * server per line, "NAME ADDRESS" or "ADDRESS", blank lines and #
+ * comments ignored, and optionally a first line "epoch N" (N >= 1; no
+ * such line: epoch 0, a static map).
  */
 #ifndef RKV_PROTO_CMAP_H
 #define RKV_PROTO_CMAP_H
@@ -90,6 +92,9 @@ int rkv_map_parse(const char *text, struct rkv_map *m, char *why,
  * (--servers) into m, placed.  0 or -EINVAL with why. */
 int rkv_map_parse_list(const char *list, struct rkv_map *m, char *why,
 		       size_t why_len);
+/* The text form of m (an "epoch" line when m->epoch, then "NAME ADDRESS"
+ * lines) into buf.  Returns its length, or -ENOSPC. */
+int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap);
 /* The index of the server named name, or -1. */
 int rkv_map_find(const struct rkv_map *m, const char *name);
 

@@ -56,6 +56,11 @@ static const struct cfg_row g_rows[] = {
 	  "this server's name in the cluster map, which places keys by name "
 	  "(1-63 of A-Z a-z 0-9 . _ : - [ ]; default: the listening address "
 	  "without its provider, e.g. 127.0.0.1:7000)" },
+	{ "cluster", T_STR, FIELD(cluster), CAP(cluster), 0, 0, 0, NULL, "URL",
+	  "register in the cluster etcd://HOST:PORT/CLUSTER (under a 5 s "
+	  "lease, renewed; the data path never waits on etcd)" },
+	{ "etcd-wait", T_U64, FIELD(etcd_wait_s), 0, 0, 3600, 0, "30",
+	  "SECONDS", "with --cluster: how long a start waits for etcd" },
 	{ "memory", T_SIZE, FIELD(memory), 0, 4096,
 	  (int64_t)RKV_MAX_DATA_REGION, F_ALIGN64, "256M", "SIZE",
 	  "data region bytes (K/M/G/T suffixes)" },
@@ -562,6 +567,8 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 						 ? "(none: any client is served)"
 				       : r->off == FIELD(name)
 						 ? "(the listening address)"
+				       : r->off == FIELD(cluster)
+						 ? "(none: a static cluster)"
 				       : r->off == FIELD(shm_group) ||
 						 r->off == FIELD(shm_allow)
 						 ? "(none)"

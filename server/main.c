@@ -87,6 +87,7 @@ int main(int argc, char **argv)
 {
 	struct rkv_srv_config cfg;
 	struct rkv_srv *srv;
+	struct rkv_srv_reg *reg = NULL;
 	enum rkv_log_level env_level;
 	char err[256];
 	int rc;
@@ -143,6 +144,19 @@ int main(int argc, char **argv)
 			cfg.listen, err[0] ? err : strerror(-rc));
 		return 1;
 	}
+	if (cfg.cluster[0]) {
+		err[0] = '\0';
+		rc = rkv_srv_reg_start(cfg.cluster, rkv_srv_name(srv),
+				       rkv_srv_addr(srv),
+				       (unsigned)cfg.etcd_wait_s, &reg, err,
+				       sizeof(err));
+		if (rc) {
+			fprintf(stderr, "rkv-server: --cluster %s: %s\n",
+				cfg.cluster, err[0] ? err : strerror(-rc));
+			rkv_srv_destroy(srv);
+			return 1;
+		}
+	}
 	/* the configuration and the start lines only once the server runs:
 	 * a start that fails prints the one line above and nothing else */
 	rkv_srv_config_print(&cfg, stderr);
@@ -161,6 +175,7 @@ int main(int argc, char **argv)
 	if (rc)
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "control loop failed: %s",
 			strerror(-rc));
+	rkv_srv_reg_stop(reg); /* deregistered before it stops serving */
 	rkv_srv_log_summary(srv);
 	rkv_srv_destroy(srv);
 	return rc ? 1 : 0;

@@ -52,6 +52,8 @@ extern "C" {
 struct rkv_srv_config {
 	char listen[RKV_SRV_ADDR_MAX];  /* provider address */
 	char name[RKV_SERVER_NAME_MAX]; /* "" = from the bound address */
+	char cluster[RKV_SRV_PATH_MAX]; /* etcd://HOST:PORT/CLUSTER; "" none */
+	uint64_t etcd_wait_s;           /* how long start waits for etcd */
 	uint64_t memory;                /* data region bytes, multiple of 64 */
 	uint64_t buckets;               /* power of two; 0 = from capacity */
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
@@ -409,6 +411,16 @@ void rkv_srv_destroy(struct rkv_srv *srv);
 const char *rkv_srv_addr(const struct rkv_srv *srv);
 /* Its name in the cluster map (--name, or derived from the address). */
 const char *rkv_srv_name(const struct rkv_srv *srv);
+
+/* cluster.c: the registration in etcd (--cluster).  Start: register name
+ * at addr, waiting up to wait_s for etcd; 0, -EADDRINUSE (the name is a
+ * live server's), -EINVAL (bad URL) or etcd's error, with why.  Stop:
+ * deregister and free (NULL: nothing). */
+struct rkv_srv_reg;
+int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
+		      unsigned wait_s, struct rkv_srv_reg **out, char *why,
+		      size_t why_len);
+void rkv_srv_reg_stop(struct rkv_srv_reg *r);
 /* The provider in use and its description. */
 const char *rkv_srv_describe(const struct rkv_srv *srv);
 /*

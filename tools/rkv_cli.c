@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "rkv.h"
+#include "rkv_admin.h"
 #include "transport.h"
 
 #define SHOWN_KEY_MAX 48 /* bytes of a key shown in an error line */
@@ -96,9 +97,10 @@ static void usage(FILE *f)
 		"  put KEY VALUE      store VALUE (\"-\": read stdin)\n"
 		"  del KEY            delete (exit 1 if absent)\n"
 		"  stat               per-server counters\n"
+		"  admin ...          a cluster in etcd (rkv admin --help)\n"
 		"ADDR: tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT\n"
 		"cluster FILE: one server per line, \"NAME ADDR\" or \"ADDR\", "
-		"any order\n"
+		"any order;\n  or etcd://HOST:PORT/CLUSTER (rkv admin)\n"
 		"default servers: $RKV_SERVERS, else tcp://127.0.0.1:7000\n"
 		"default secret file: $RKV_SECRET_FILE (mode 0600 or "
 		"stricter)\n"
@@ -245,6 +247,9 @@ static int fail_connect(const char *where, int rc,
 	const char *detail = log_detail(rc);
 	const char *hint = detail ? NULL : connect_hint(rc, o);
 
+	if (!strncmp(where, "etcd://", 7) && !detail &&
+	    (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH))
+		hint = "is etcd running there?";
 	fprintf(stderr, "rkv: cannot connect to %s: %s%s%s%s%s%s\n", where,
 		strerror(-rc), detail || hint ? " (" : "", detail ? detail : "",
 		detail && hint ? "; " : "", hint ? hint : "",
@@ -467,6 +472,8 @@ int main(int argc, char **argv)
 	const char *servers_from = "$RKV_SERVERS";
 	int ch, rc, status;
 
+	if (argc > 1 && !strcmp(argv[1], "admin"))
+		return rkv_admin_main(argc - 1, argv + 1);
 	rkv_client_opts_init(&opts);
 	opterr = 0; /* one line of ours instead of getopt's and the usage */
 	while ((ch = getopt_long(argc, argv, ":s:c:t:rh", longopts, NULL)) !=

@@ -99,5 +99,20 @@ printf 'alpha %s\nalpha %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c4"
 timeout 20 "$BIN/rkv" --cluster "$tmp/c4" get k1 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "line 2: server name 'alpha' listed twice" "$tmp/err"
 ok $? "a name listed twice: the line and the reason"
+
+# rkv admin's bad input: one line, exit 2 (etcd itself: itest_etcd)
+A() { env -u RKV_CLUSTER timeout 20 "$BIN/rkv" admin "$@" 2>"$tmp/err" >/dev/null; }
+A status; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "no cluster: --cluster" "$tmp/err"; ok $? "admin without a cluster: one line"
+A --cluster etcd://127.0.0.1 status; rc=$?
+[ "$rc" = 2 ] && grep -q "want etcd://HOST:PORT/CLUSTER" "$tmp/err"; ok $? "admin with a bad URL: one line"
+A --cluster etcd://127.0.0.1:1/x status; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "Connection refused" "$tmp/err"; ok $? "admin with no etcd there: one line"
+A --cluster etcd://127.0.0.1:1/x frob; rc=$?
+[ "$rc" = 2 ] && grep -q "unknown command" "$tmp/err"; ok $? "admin: unknown command"
+A --cluster etcd://127.0.0.1:1/x drain alpha; rc=$?
+[ "$rc" = 2 ] && grep -q "not built yet" "$tmp/err"; ok $? "admin drain: says it is not built, changes nothing"
+timeout 20 "$BIN/rkv" --cluster etcd://127.0.0.1:1/x get k 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "is etcd running there" "$tmp/err"; ok $? "a client of an etcd that is not there: one line"
 echo "1..$n"
 [ "$fails" = 0 ]

@@ -32,26 +32,6 @@ static int g_verbs;
 
 static const char *const g_names[NSRV] = { "alpha", "bravo", "charlie" };
 
-struct logbuf {
-	char text[8192];
-	size_t len;
-};
-
-static void log_to_buf(int level, const char *msg, void *arg)
-{
-	struct logbuf *b = arg;
-	int n;
-
-	(void)level;
-	if (b->len >= sizeof(b->text) - 1)
-		return;
-	n = snprintf(b->text + b->len, sizeof(b->text) - b->len, "%s\n", msg);
-	if (n > 0)
-		b->len += (size_t)n < sizeof(b->text) - b->len
-				  ? (size_t)n
-				  : sizeof(b->text) - b->len - 1;
-}
-
 static int start_named(struct test_srv *s, const char *name,
 		       const char *listen)
 {
@@ -102,65 +82,6 @@ static void write_cluster(char *path, size_t cap, struct test_srv *s,
 	fclose(f);
 }
 
-static struct rkv_client *client_file(const char *path, unsigned timeout_ms,
-				      struct logbuf *lb, int *rc_out)
-{
-	struct rkv_client_opts o;
-	struct rkv_client *c = NULL;
-	int rc;
-
-	rkv_client_opts_init(&o);
-	o.cluster_file = path;
-	o.timeout_ms = timeout_ms;
-	o.connect_timeout_ms = 2000;
-	if (lb) {
-		o.log_fn = log_to_buf;
-		o.log_arg = lb;
-	}
-	rc = rkv_client_create(&o, &c);
-	if (rc_out)
-		*rc_out = rc;
-	return rc ? NULL : c;
-}
-
-static void key_of(char *k, size_t cap, unsigned i)
-{
-	snprintf(k, cap, "user:%u", i);
-}
-
-static int kput(struct rkv_client *c, unsigned i, unsigned gen)
-{
-	char k[32], v[64];
-
-	key_of(k, sizeof(k), i);
-	snprintf(v, sizeof(v), "value-%u-of-%u", gen, i);
-	return rkv_put(c, k, strlen(k), v, strlen(v));
-}
-
-/* 0 when key i holds generation gen, else the error (-EBADMSG: another
- * value). */
-static int kcheck(struct rkv_client *c, unsigned i, unsigned gen)
-{
-	char k[32], v[64], buf[128];
-	size_t len = 0;
-	int rc;
-
-	key_of(k, sizeof(k), i);
-	snprintf(v, sizeof(v), "value-%u-of-%u", gen, i);
-	rc = rkv_get(c, k, strlen(k), buf, sizeof(buf), &len);
-	if (rc)
-		return rc;
-	return len == strlen(v) && memcmp(buf, v, len) == 0 ? 0 : -EBADMSG;
-}
-
-static unsigned owner(struct rkv_client *c, unsigned i)
-{
-	char k[32];
-
-	key_of(k, sizeof(k), i);
-	return rkv_client_route(c, k, strlen(k));
-}
-
 static int is_down_err(int rc)
 {
 	return rc == -ECONNRESET || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
@@ -182,8 +103,8 @@ static void t_order_free(void)
 	ASSERT_EQ(start_three(s), 0);
 	write_cluster(f1, sizeof(f1), s, fwd, g_names);
 	write_cluster(f2, sizeof(f2), s, rev, g_names);
-	a = client_file(f1, 5000, NULL, NULL);
-	b = client_file(f2, 5000, NULL, NULL);
+	a = test_client_cluster(f1, 5000, 2000, NULL, NULL);
+	b = test_client_cluster(f2, 5000, 2000, NULL, NULL);
 	snprintf(list, sizeof(list), "%s=%s,%s=%s,%s=%s", g_names[1], s[1].addr,
 		 g_names[2], s[2].addr, g_names[0], s[0].addr);
 	rkv_client_opts_init(&o);
@@ -193,16 +114,16 @@ static void t_order_free(void)
 	ASSERT_TRUE(a && b && l);
 	EXPECT_EQ(rkv_client_nservers(a), NSRV);
 	for (unsigned i = 0; i < NKEYS; i++) {
-		EXPECT_EQ(kput(a, i, 1), 0);
-		per[owner(a, i)]++;
-		differ += strcmp(rkv_client_server_name(a, owner(a, i)),
-				 rkv_client_server_name(b, owner(b, i))) != 0;
-		differ += strcmp(rkv_client_server_name(a, owner(a, i)),
-				 rkv_client_server_name(l, owner(l, i))) != 0;
+		EXPECT_EQ(test_kput(a, i, 1), 0);
+		per[test_kowner(a, i)]++;
+		differ += strcmp(rkv_client_server_name(a, test_kowner(a, i)),
+				 rkv_client_server_name(b, test_kowner(b, i))) != 0;
+		differ += strcmp(rkv_client_server_name(a, test_kowner(a, i)),
+				 rkv_client_server_name(l, test_kowner(l, i))) != 0;
 	}
 	for (unsigned i = 0; i < NKEYS; i++) {
-		bad += kcheck(b, i, 1) != 0;
-		bad += kcheck(l, i, 1) != 0;
+		bad += test_kcheck(b, i, 1) != 0;
+		bad += test_kcheck(l, i, 1) != 0;
 	}
 	printf("#   %u keys: %u/%u/%u per server\n", NKEYS, per[0], per[1],
 	       per[2]);
@@ -225,13 +146,13 @@ static void t_wrong_name(void)
 	static const char *const swapped[NSRV] = { "bravo", "alpha",
 						   "charlie" };
 	struct test_srv s[NSRV];
-	struct logbuf lb = { .len = 0 };
+	struct test_logbuf lb = { .len = 0 };
 	char f[64];
 	int rc = 0;
 
 	ASSERT_EQ(start_three(s), 0);
 	write_cluster(f, sizeof(f), s, fwd, swapped);
-	EXPECT_TRUE(client_file(f, 5000, &lb, &rc) == NULL);
+	EXPECT_TRUE(test_client_cluster(f, 5000, 2000, &lb, &rc) == NULL);
 	EXPECT_EQ(rc, -ENXIO);
 	if (!strstr(lb.text, "calls itself 'alpha', not 'bravo'"))
 		printf("#   log: %s", lb.text);
@@ -251,7 +172,7 @@ static void t_wrong_name(void)
 	fclose(fp);
 	lb.len = 0;
 	lb.text[0] = '\0';
-	EXPECT_TRUE(client_file(f, 5000, &lb, &rc) == NULL);
+	EXPECT_TRUE(test_client_cluster(f, 5000, 2000, &lb, &rc) == NULL);
 	EXPECT_EQ(rc, -EINVAL);
 	EXPECT_TRUE(strstr(lb.text, "line 2: server name 'alpha' listed "
 				    "twice") != NULL);
@@ -276,9 +197,9 @@ static void t_derived_names(void)
 	b = test_client_at(l2, 5000, 0);
 	ASSERT_TRUE(a && b);
 	for (unsigned i = 0; i < 200; i++)
-		EXPECT_EQ(kput(a, i, 3), 0);
+		EXPECT_EQ(test_kput(a, i, 3), 0);
 	for (unsigned i = 0; i < 200; i++)
-		bad += kcheck(b, i, 3) != 0;
+		bad += test_kcheck(b, i, 3) != 0;
 	EXPECT_EQ(bad, 0);
 	rkv_client_destroy(a);
 	rkv_client_destroy(b);
@@ -293,10 +214,10 @@ static void check_partial(struct rkv_client *c, unsigned d, unsigned gen,
 {
 	for (unsigned i = 0; i < NKEYS; i++) {
 		uint64_t t0 = rkv_now_ms(), dt;
-		int rc = owner(c, i) == d ? kput(c, i, gen) : kcheck(c, i, gen);
+		int rc = test_kowner(c, i) == d ? test_kput(c, i, gen) : test_kcheck(c, i, gen);
 
 		dt = rkv_now_ms() - t0;
-		if (owner(c, i) != d) {
+		if (test_kowner(c, i) != d) {
 			*live_ok += rc == 0;
 			if (rc)
 				printf("#   live key %u: %s\n", i,
@@ -318,7 +239,7 @@ static unsigned keys_of(struct rkv_client *c, unsigned d)
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < NKEYS; i++)
-		n += owner(c, i) == d;
+		n += test_kowner(c, i) == d;
 	return n;
 }
 
@@ -328,9 +249,9 @@ static int wait_back(struct rkv_client *c, unsigned d, unsigned ms)
 	uint64_t end = rkv_now_ms() + ms;
 
 	for (unsigned i = 0; i < NKEYS && rkv_now_ms() < end; i++) {
-		if (owner(c, i) != d)
+		if (test_kowner(c, i) != d)
 			continue;
-		while (kput(c, i, 9) != 0) {
+		while (test_kput(c, i, 9) != 0) {
 			if (rkv_now_ms() > end)
 				return -ETIMEDOUT;
 			usleep(20000);
@@ -344,7 +265,7 @@ static void dead_server(int before_create)
 {
 	static const unsigned fwd[NSRV] = { 0, 1, 2 };
 	struct test_srv s[NSRV];
-	struct logbuf lb = { .len = 0 };
+	struct test_logbuf lb = { .len = 0 };
 	struct rkv_client_stats st;
 	char f[64], listen[sizeof(((struct test_srv *)0)->addr)];
 	struct rkv_client *c;
@@ -359,7 +280,7 @@ static void dead_server(int before_create)
 		test_srv_kill(&s[d]);
 		usleep(100000);
 	}
-	c = client_file(f, 2000, &lb, &rc);
+	c = test_client_cluster(f, 2000, 2000, &lb, &rc);
 	if (!c)
 		printf("#   create: %s; log: %s", strerror(-rc), lb.text);
 	ASSERT_TRUE(c != NULL);
@@ -367,24 +288,24 @@ static void dead_server(int before_create)
 	ASSERT_TRUE(nd > 0 && nd < NKEYS);
 	if (!before_create) {
 		for (unsigned i = 0; i < NKEYS; i++)
-			EXPECT_EQ(kput(c, i, 1), 0);
+			EXPECT_EQ(test_kput(c, i, 1), 0);
 		test_srv_kill(&s[d]);
 		/* the first op on it finds out (tcp: the socket's end;
 		 * verbs: a retry timeout), bounded by the op timeout */
 		for (unsigned i = 0; i < NKEYS; i++) {
-			if (owner(c, i) != d)
+			if (test_kowner(c, i) != d)
 				continue;
 			uint64_t t0 = rkv_now_ms();
 
-			while (kcheck(c, i, 1) == 0 &&
+			while (test_kcheck(c, i, 1) == 0 &&
 			       rkv_now_ms() - t0 < 10000)
 				usleep(1000);
 			break;
 		}
 	} else {
 		for (unsigned i = 0; i < NKEYS; i++)
-			if (owner(c, i) != d)
-				EXPECT_EQ(kput(c, i, 1), 0);
+			if (test_kowner(c, i) != d)
+				EXPECT_EQ(test_kput(c, i, 1), 0);
 		EXPECT_TRUE(strstr(lb.text, "server bravo (") != NULL &&
 			    strstr(lb.text, "is down") != NULL);
 	}
@@ -410,8 +331,8 @@ static void dead_server(int before_create)
 	unsigned lost = 0, kept = 0;
 
 	for (unsigned i = 0; i < NKEYS; i++) {
-		rc = kcheck(c, i, 1);
-		if (owner(c, i) == d)
+		rc = test_kcheck(c, i, 1);
+		if (test_kowner(c, i) == d)
 			lost += rc == -ENOENT || rc == -EBADMSG;
 		else
 			kept += rc == 0;
@@ -421,11 +342,11 @@ static void dead_server(int before_create)
 	EXPECT_EQ(kept, NKEYS - nd);
 	EXPECT_EQ(lost, nd);
 	for (unsigned i = 0; i < NKEYS; i++)
-		EXPECT_EQ(kput(c, i, 2), 0);
+		EXPECT_EQ(test_kput(c, i, 2), 0);
 	unsigned bad = 0;
 
 	for (unsigned i = 0; i < NKEYS; i++)
-		bad += kcheck(c, i, 2) != 0;
+		bad += test_kcheck(c, i, 2) != 0;
 	EXPECT_EQ(bad, 0);
 	rkv_client_stats(c, &st);
 	EXPECT_TRUE(st.reconnects >= 1);
@@ -449,7 +370,7 @@ static void t_all_down(void)
 {
 	static const unsigned fwd[NSRV] = { 0, 1, 2 };
 	struct test_srv s[NSRV];
-	struct logbuf lb = { .len = 0 };
+	struct test_logbuf lb = { .len = 0 };
 	char f[64];
 	int rc = 0;
 
@@ -458,7 +379,7 @@ static void t_all_down(void)
 	for (unsigned i = 0; i < NSRV; i++)
 		test_srv_kill(&s[i]);
 	usleep(100000);
-	EXPECT_TRUE(client_file(f, 2000, &lb, &rc) == NULL);
+	EXPECT_TRUE(test_client_cluster(f, 2000, 2000, &lb, &rc) == NULL);
 	EXPECT_TRUE(is_down_err(rc));
 	EXPECT_TRUE(strstr(lb.text, "alpha (") != NULL);
 	unlink(f);

@@ -244,3 +244,77 @@ struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 		return NULL;
 	return c;
 }
+
+void test_log_to_buf(int level, const char *msg, void *arg)
+{
+	struct test_logbuf *b = arg;
+	int n;
+
+	(void)level;
+	if (b->len >= sizeof(b->text) - 1)
+		return;
+	n = snprintf(b->text + b->len, sizeof(b->text) - b->len, "%s\n", msg);
+	if (n > 0)
+		b->len += (size_t)n < sizeof(b->text) - b->len
+				  ? (size_t)n
+				  : sizeof(b->text) - b->len - 1;
+}
+
+struct rkv_client *test_client_cluster(const char *cluster,
+				       unsigned timeout_ms,
+				       unsigned connect_ms,
+				       struct test_logbuf *lb, int *rc_out)
+{
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+	int rc;
+
+	rkv_client_opts_init(&o);
+	o.cluster_file = cluster;
+	o.timeout_ms = timeout_ms;
+	o.connect_timeout_ms = connect_ms;
+	if (lb) {
+		o.log_fn = test_log_to_buf;
+		o.log_arg = lb;
+	}
+	rc = rkv_client_create(&o, &c);
+	if (rc_out)
+		*rc_out = rc;
+	return rc ? NULL : c;
+}
+
+static void kkey(char *k, size_t cap, unsigned i)
+{
+	snprintf(k, cap, "user:%u", i);
+}
+
+int test_kput(struct rkv_client *c, unsigned i, unsigned gen)
+{
+	char k[32], v[64];
+
+	kkey(k, sizeof(k), i);
+	snprintf(v, sizeof(v), "value-%u-of-%u", gen, i);
+	return rkv_put(c, k, strlen(k), v, strlen(v));
+}
+
+int test_kcheck(struct rkv_client *c, unsigned i, unsigned gen)
+{
+	char k[32], v[64], buf[128];
+	size_t len = 0;
+	int rc;
+
+	kkey(k, sizeof(k), i);
+	snprintf(v, sizeof(v), "value-%u-of-%u", gen, i);
+	rc = rkv_get(c, k, strlen(k), buf, sizeof(buf), &len);
+	if (rc)
+		return rc;
+	return len == strlen(v) && memcmp(buf, v, len) == 0 ? 0 : -EBADMSG;
+}
+
+unsigned test_kowner(struct rkv_client *c, unsigned i)
+{
+	char k[32];
+
+	kkey(k, sizeof(k), i);
+	return rkv_client_route(c, k, strlen(k));
+}

@@ -56,6 +56,27 @@ struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 		 size_t *out_len, void *arg);
 
+/* A log_fn of librkv that keeps the messages, one per line, in text
+ * (what does not fit is dropped): log_arg is a struct test_logbuf. */
+struct test_logbuf {
+	char text[8192];
+	size_t len;
+};
+void test_log_to_buf(int level, const char *msg, void *arg);
+
+/* A client of a cluster file or etcd://HOST:PORT/CLUSTER (lb: its log,
+ * may be NULL); NULL with the error in *rc (may be NULL). */
+struct rkv_client *test_client_cluster(const char *cluster,
+				       unsigned timeout_ms,
+				       unsigned connect_ms,
+				       struct test_logbuf *lb, int *rc);
+/* Key i ("user:I") set to generation gen's value; its check: 0 when it
+ * holds that value, else the error (-EBADMSG: another value). */
+int test_kput(struct rkv_client *c, unsigned i, unsigned gen);
+int test_kcheck(struct rkv_client *c, unsigned i, unsigned gen);
+/* The server index key i routes to. */
+unsigned test_kowner(struct rkv_client *c, unsigned i);
+
 /* An rmw_fn that refuses: -ECANCELED, nothing written. */
 int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
 		    size_t *out_len, void *arg);

@@ -259,6 +259,24 @@ static void t_parse(void)
 	expect_parse_error("x\n", "line 1: 'x' is not a server address");
 	expect_parse_error("bad/name tcp://h:1\n", "is not a server name");
 	expect_parse_error("tcp://h:1\ntcp://h:1\n", "listed twice");
+	expect_parse_error("a tcp://h:1\nepoch 3\n", "line 2: 'epoch' must come");
+	expect_parse_error("epoch 0\na tcp://h:1\n", "line 1: '0' is not an epoch");
+	expect_parse_error("epoch -1\na tcp://h:1\n", "is not an epoch");
+	expect_parse_error("epoch 7x\na tcp://h:1\n", "is not an epoch");
+	/* epoch line and the text form round trip */
+	char text[4096];
+	int n;
+
+	EXPECT_EQ(rkv_map_parse("epoch 12\nalpha tcp://h:1\ntcp://h:2\n", m,
+				why, sizeof(why)), 0);
+	EXPECT_EQ_U64(m->epoch, 12);
+	EXPECT_EQ(m->n, 2);
+	n = rkv_map_format(m, text, sizeof(text));
+	EXPECT_TRUE(n > 0);
+	EXPECT_STREQ(text, "epoch 12\nalpha tcp://h:1\nh:2 tcp://h:2\n");
+	EXPECT_EQ(rkv_map_parse(text, l, why, sizeof(why)), 0);
+	EXPECT_TRUE(memcmp(l->owner, m->owner, sizeof(m->owner)) == 0);
+	EXPECT_EQ(rkv_map_format(m, text, 10), -ENOSPC);
 	free(m);
 	free(l);
 }

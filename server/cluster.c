@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster.c - rkv-server's registration in its cluster's etcd
+ * (--cluster etcd://HOST:PORT/CLUSTER; common/registry.h).
+ *
+ * At start the server grants itself a lease of RKV_REG_TTL_S seconds and
+ * creates /rkv/CLUSTER/servers/NAME under it (create-only: a name held by
+ * another live server is refused, naming that server; a registration of
+ * the same address is the server's own previous run, taken over).  etcd
+ * unreachable at start: retried with backoff for --etcd-wait seconds,
+ * each try logged, then the start fails.  A thread renews the lease every
+ * TTL/3; when etcd is unreachable the server keeps serving (the data path
+ * never touches etcd) and says so once; when the lease has lapsed (etcd
+ * was away longer than the TTL, or the server was paused) it registers
+ * anew.  At a clean stop the lease is revoked, so the registration goes
+ * at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "etcd.h"
+#include "registry.h"
+#include "rtime.h"
+#include "server_internal.h"
+
+#define ETCD_CALL_MS 2000
+#define RETRY_FIRST_MS 200
+#define RETRY_MAX_MS 2000
+
+struct rkv_srv_reg {
+	struct rkv_reg_url u;
+	char url[RKV_SRV_PATH_MAX];
+	char name[RKV_SERVER_NAME_MAX];
+	char key[RKV_REG_KEY_MAX];
+	struct rkv_reg_server me;
+	struct rkv_etcd *e;
+	int64_t lease;
+	pthread_t thr;
+	int thr_up;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;
+	int etcd_down;            /* said so already */
+};
+
+static int transient(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH ||
+	       rc == -ECONNRESET || rc == -EAGAIN || rc == -EIO;
+}
+
+/* Create our key under a new lease.  0, -EADDRINUSE (the name is
+ * another live server's: why says whose), or an etcd error. */
+static int register_once(struct rkv_srv_reg *r, char *why, size_t why_len)
+{
+	char val[1024];
+	struct rkv_etcd_kv kv = { 0 };
+	struct rkv_reg_server other;
+	int64_t lease = 0;
+	int n = rkv_reg_server_format(&r->me, val, sizeof(val)), rc;
+
+	if (n < 0)
+		return n;
+	rc = rkv_etcd_lease_grant(r->e, RKV_REG_TTL_S, &lease);
+	if (rc)
+		goto etcd_err;
+	rc = rkv_etcd_put_if(r->e, r->key, val, (size_t)n, lease, 0);
+	if (rc == -ECANCELED) {
+		rc = rkv_etcd_get(r->e, r->key, &kv, NULL);
+		if (rc == -ENOENT)
+			rc = -EAGAIN; /* it just lapsed: try again */
+		if (rc)
+			goto etcd_err;
+		if (rkv_reg_server_parse(r->name, kv.val, kv.val_len, &other,
+					 NULL, 0) == 0 &&
+		    strcmp(other.addr, r->me.addr) != 0) {
+			rkv_msgf(why, why_len,
+				 "the name '%s' is taken in cluster %s by a live "
+				 "server at %s (pid %ld): give this one another "
+				 "--name",
+				 r->name, r->u.cluster, other.addr, other.pid);
+			rc = -EADDRINUSE;
+			goto out;
+		}
+		/* our own address: a previous run of this server */
+		rc = rkv_etcd_put_if(r->e, r->key, val, (size_t)n, lease,
+				     kv.mod_rev);
+		if (rc == -ECANCELED)
+			rc = -EAGAIN;
+	}
+	if (rc)
+		goto etcd_err;
+	r->lease = lease;
+	rkv_etcd_kv_fini(&kv);
+	return 0;
+etcd_err:
+	if (rc == -EAGAIN)
+		rkv_msgf(why, why_len, "the registration of '%s' changed "
+			 "meanwhile", r->name);
+	else
+		rkv_msgf(why, why_len, "%s", rkv_etcd_why(r->e));
+out:
+	rkv_etcd_kv_fini(&kv);
+	if (lease)
+		rkv_etcd_lease_revoke(r->e, lease);
+	return rc;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Keep the lease alive; register anew when it lapsed. */
+static void renew(struct rkv_srv_reg *r)
+{
+	char why[512] = "";
+	int rc = rkv_etcd_lease_keepalive(r->e, r->lease, NULL);
+
+	if (rc == -ENOENT) {
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"cluster %s: the registration lapsed; registering anew",
+			r->u.cluster);
+		rc = register_once(r, why, sizeof(why));
+		if (rc == -EADDRINUSE)
+			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "cluster %s: %s",
+				r->u.cluster, why);
+	}
+	if (rc && transient(rc)) {
+		if (!r->etcd_down)
+			rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+				"cluster %s: etcd unreachable (%s); serving goes "
+				"on, the registration lapses after %u s",
+				r->u.cluster, rkv_etcd_why(r->e),
+				RKV_REG_TTL_S);
+		r->etcd_down = 1;
+	} else if (!rc && r->etcd_down) {
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"cluster %s: etcd reachable again", r->u.cluster);
+		r->etcd_down = 0;
+	}
+}
+
+static void *reg_thread(void *arg)
+{
+	struct rkv_srv_reg *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	while (!r->stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += RKV_REG_TTL_S / 3 ? RKV_REG_TTL_S / 3 : 1;
+		pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+		if (r->stop)
+			break;
+		pthread_mutex_unlock(&r->mu);
+		renew(r);
+		pthread_mutex_lock(&r->mu);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
+		      unsigned wait_s, struct rkv_srv_reg **out, char *why,
+		      size_t why_len)
+{
+	struct rkv_srv_reg *r = rkv_calloc(1, sizeof(*r));
+	uint64_t end = rkv_now_ms() + (uint64_t)wait_s * 1000;
+	unsigned backoff = RETRY_FIRST_MS;
+	int rc;
+
+	*out = NULL;
+	if (!r)
+		return -ENOMEM;
+	rc = rkv_reg_parse_url(url, &r->u, why, why_len);
+	if (rc)
+		goto fail;
+	snprintf(r->url, sizeof(r->url), "%s", url);
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	rkv_reg_server_key(&r->u, name, r->key, sizeof(r->key));
+	snprintf(r->me.name, sizeof(r->me.name), "%s", name);
+	snprintf(r->me.addr, sizeof(r->me.addr), "%s", addr);
+	r->me.proto = RKV_PROTO_VERSION;
+	r->me.pid = (long)getpid();
+	rc = rkv_etcd_open(r->u.endpoint, ETCD_CALL_MS, &r->e, why, why_len);
+	if (rc)
+		goto fail;
+	for (;;) {
+		rc = register_once(r, why, why_len);
+		if (!rc || !(transient(rc) || rc == -EAGAIN) ||
+		    rkv_now_ms() + backoff > end)
+			break;
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"cluster %s: %s; retrying for %u s more", r->u.cluster,
+			why, (unsigned)((end - rkv_now_ms() + 999) / 1000));
+		sleep_ms(backoff);
+		backoff = backoff * 2 < RETRY_MAX_MS ? backoff * 2 : RETRY_MAX_MS;
+	}
+	if (rc)
+		goto fail;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	rc = -pthread_create(&r->thr, NULL, reg_thread, r);
+	if (rc) {
+		rkv_msgf(why, why_len, "cannot start a thread: %s",
+			 strerror(-rc));
+		rkv_etcd_lease_revoke(r->e, r->lease);
+		goto fail;
+	}
+	r->thr_up = 1;
+	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+		"registered as '%s' in cluster %s (%s, lease %u s)", name,
+		r->u.cluster, r->u.endpoint, RKV_REG_TTL_S);
+	*out = r;
+	return 0;
+fail:
+	rkv_etcd_close(r->e);
+	rkv_free(r);
+	return rc;
+}
+
+void rkv_srv_reg_stop(struct rkv_srv_reg *r)
+{
+	if (!r)
+		return;
+	if (r->thr_up) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = 1;
+		pthread_cond_signal(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thr, NULL);
+		pthread_mutex_destroy(&r->mu);
+		pthread_cond_destroy(&r->cv);
+	}
+	if (r->lease)
+		rkv_etcd_lease_revoke(r->e, r->lease); /* gone at once */
+	rkv_etcd_close(r->e);
+	rkv_free(r);
+}

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rkv_admin.c - `rkv admin`: the operator's view and changes of a cluster
+ * kept in etcd (common/registry.h).
+ *
+ *   rkv admin --cluster etcd://HOST:PORT/CLUSTER status
+ *   rkv admin --cluster URL init [NAME...]
+ *   rkv admin --cluster URL map
+ *
+ * status: the map's epoch and servers, each with its state (up: registered
+ * and answering; down: not registered or not answering) and its keys, and
+ * the registered servers the map does not hold.  init: the first map
+ * (epoch 1) from the registered servers (all, or those named), put with
+ * compare-and-swap (only if there is none), refusing a server of another
+ * protocol version or a bad name.  map: the map's text.  join and drain
+ * need live migration, which is not built: they say so and change nothing.
+ * Every error is one line; exit 0 done, 2 on an error.
+ */
+#include "rkv_admin.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cmap.h"
+#include "etcd.h"
+#include "msg.h"
+#include "registry.h"
+#include "rkv.h"
+
+#define ETCD_MS 3000
+
+struct admin {
+	const char *url;
+	struct rkv_reg_url u;
+	struct rkv_etcd *e;
+	unsigned timeout_ms;
+	struct rkv_reg_server *reg; /* the registered servers */
+	size_t nreg;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rkv admin --cluster etcd://HOST:PORT/CLUSTER COMMAND\n"
+		"commands:\n"
+		"  status          the map, each server's state and keys, the\n"
+		"                  registered servers not in the map\n"
+		"  init [NAME...]  make the first map (epoch 1) of the registered\n"
+		"                  servers (all, or those named)\n"
+		"  map             print the map\n"
+		"  join, drain     need live migration: not built yet\n"
+		"default cluster: $RKV_CLUSTER\n");
+}
+
+/* One line "rkv admin: CMD: ..."; returns the exit status, 2. */
+static int fail(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "rkv admin: %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 2;
+}
+
+/* The registered servers, sorted by name (etcd's order). */
+static int load_registered(struct admin *a, const char *cmd)
+{
+	char prefix[RKV_REG_KEY_MAX], why[300];
+	struct rkv_etcd_kv *kvs = NULL;
+	size_t n = 0, plen;
+	int rc;
+
+	rkv_reg_servers_prefix(&a->u, prefix, sizeof(prefix));
+	plen = strlen(prefix);
+	rc = rkv_etcd_range(a->e, prefix, &kvs, &n, NULL);
+	if (rc)
+		return fail(cmd, "%s", rkv_etcd_why(a->e));
+	a->reg = rkv_calloc(n ? n : 1, sizeof(*a->reg));
+	if (!a->reg) {
+		rkv_etcd_kv_free(kvs, n);
+		return fail(cmd, "%s", "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (rkv_reg_server_parse(kvs[i].key + plen, kvs[i].val,
+					 kvs[i].val_len, &a->reg[a->nreg], why,
+					 sizeof(why)) == 0)
+			a->nreg++;
+		else
+			fprintf(stderr, "rkv admin: %s: ignoring %s: %s\n", cmd,
+				kvs[i].key, why);
+	}
+	rkv_etcd_kv_free(kvs, n);
+	return 0;
+}
+
+static const struct rkv_reg_server *registered(const struct admin *a,
+						const char *name)
+{
+	for (size_t i = 0; i < a->nreg; i++)
+		if (!strcmp(a->reg[i].name, name))
+			return &a->reg[i];
+	return NULL;
+}
+
+/* The map: 0 and *m (mod revision in *rev), 1 when there is none, or the
+ * exit status of an error already said. */
+static int load_map(struct admin *a, const char *cmd, struct rkv_map *m,
+		    int64_t *rev)
+{
+	char key[RKV_REG_KEY_MAX], why[300];
+	struct rkv_etcd_kv kv = { 0 };
+	int rc;
+
+	rkv_reg_map_key(&a->u, key, sizeof(key));
+	rc = rkv_etcd_get(a->e, key, &kv, NULL);
+	if (rc == -ENOENT)
+		return 1;
+	if (rc)
+		return fail(cmd, "%s", rkv_etcd_why(a->e));
+	*rev = kv.mod_rev;
+	rc = strlen(kv.val) == kv.val_len
+		     ? rkv_map_parse(kv.val, m, why, sizeof(why))
+		     : -EINVAL;
+	if (!rc && !m->epoch)
+		rc = -EINVAL;
+	rkv_etcd_kv_fini(&kv);
+	if (rc) {
+		fprintf(stderr, "rkv admin: %s: the map in etcd (%s) is not a "
+				"cluster map: %s\n", cmd, key,
+			rc == -EINVAL && !why[0] ? "no epoch line or a NUL byte"
+						 : why);
+		return 2;
+	}
+	return 0;
+}
+
+/* Keys of each server of the map: a client of the map, STATS to each. */
+static void keys_of(struct admin *a, const struct rkv_map *m, long long *keys)
+{
+	struct rkv_client_opts o;
+	struct rkv_client *c = NULL;
+
+	for (unsigned i = 0; i < m->n; i++)
+		keys[i] = -1;
+	rkv_client_opts_init(&o);
+	o.cluster_file = a->url;
+	o.timeout_ms = a->timeout_ms;
+	o.connect_timeout_ms = a->timeout_ms;
+	o.name = "rkv-admin";
+	if (rkv_client_create(&o, &c))
+		return;
+	for (unsigned i = 0; i < m->n && i < rkv_client_nservers(c); i++) {
+		struct rkv_server_stats st;
+
+		if (rkv_client_server_status(c, i) == 0 &&
+		    rkv_server_stats(c, i, &st) == 0)
+			keys[i] = (long long)st.keys;
+	}
+	rkv_client_destroy(c);
+}
+
+static int cmd_status(struct admin *a)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	long long keys[RKV_MAP_SERVERS_MAX];
+	int64_t rev = 0;
+	int rc;
+
+	if (!m)
+		return fail("status", "%s", "out of memory");
+	rc = load_registered(a, "status");
+	if (!rc)
+		rc = load_map(a, "status", m, &rev);
+	if (rc > 1) {
+		rkv_free(m);
+		return rc;
+	}
+	printf("cluster %s at %s\n", a->u.cluster, a->u.endpoint);
+	if (rc == 1) {
+		printf("no map yet: `rkv admin --cluster %s init` makes one of "
+		       "the registered servers\n", a->url);
+		m->n = 0;
+	} else {
+		printf("map epoch %llu, %u servers (etcd revision %lld); "
+		       "migration: none\n", (unsigned long long)m->epoch, m->n,
+		       (long long)rev);
+		keys_of(a, m, keys);
+	}
+	if (m->n)
+		printf("%-20s %-32s %-6s %s\n", "NAME", "ADDRESS", "STATE",
+		       "KEYS");
+	for (unsigned i = 0; i < m->n; i++) {
+		const struct rkv_reg_server *r = registered(a, m->srv[i].name);
+		char k[32];
+
+		snprintf(k, sizeof(k), keys[i] >= 0 ? "%lld" : "-", keys[i]);
+		printf("%-20s %-32s %-6s %s%s\n", m->srv[i].name,
+		       m->srv[i].addr, keys[i] >= 0 ? "up" : "down", k,
+		       !r ? "  (not registered)"
+		       : strcmp(r->addr, m->srv[i].addr)
+			       ? "  (registered at another address)"
+			       : "");
+	}
+	for (size_t i = 0; i < a->nreg; i++)
+		if (rkv_map_find(m, a->reg[i].name) < 0)
+			printf("registered, not in the map: %s %s (protocol "
+			       "%u, pid %ld)\n", a->reg[i].name,
+			       a->reg[i].addr, a->reg[i].proto, a->reg[i].pid);
+	rkv_free(m);
+	return 0;
+}
+
+static int add_server(struct rkv_map *m, const struct rkv_reg_server *r)
+{
+	char why[300];
+
+	if (r->proto != RKV_PROTO_VERSION) {
+		fprintf(stderr, "rkv admin: init: server %s (%s) speaks protocol "
+				"%u, this rkv speaks %u: not added\n",
+			r->name, r->addr, r->proto, RKV_PROTO_VERSION);
+		return 2;
+	}
+	if (rkv_map_add(m, r->name, r->addr, why, sizeof(why))) {
+		fprintf(stderr, "rkv admin: init: server %s: %s\n", r->name,
+			why);
+		return 2;
+	}
+	return 0;
+}
+
+static int cmd_init(struct admin *a, int argc, char **argv)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	char key[RKV_REG_KEY_MAX], *text = NULL;
+	int rc, len = 0;
+	int64_t rev;
+
+	if (!m)
+		return fail("init", "%s", "out of memory");
+	rkv_map_init(m);
+	rc = load_registered(a, "init");
+	if (!rc && argc == 0 && a->nreg == 0)
+		rc = fail("init", "no server is registered in cluster %s "
+			  "(start them with --cluster)", a->u.cluster);
+	for (size_t i = 0; !rc && argc == 0 && i < a->nreg; i++)
+		rc = add_server(m, &a->reg[i]);
+	for (int i = 0; !rc && i < argc; i++) {
+		const struct rkv_reg_server *r = registered(a, argv[i]);
+
+		rc = r ? add_server(m, r)
+		       : fail("init", "server '%s' is not registered (is it "
+			      "running with --cluster?)", argv[i]);
+	}
+	text = rkv_malloc(RKV_MAP_SERVERS_MAX * 400 + 64);
+	if (!rc && !text)
+		rc = fail("init", "%s", "out of memory");
+	if (!rc) {
+		m->epoch = 1;
+		rkv_map_place(m);
+		len = rkv_map_format(m, text, RKV_MAP_SERVERS_MAX * 400 + 64);
+		rkv_reg_map_key(&a->u, key, sizeof(key));
+		rc = rkv_etcd_put_if(a->e, key, text, (size_t)len, 0, 0);
+		if (rc == -ECANCELED) {
+			struct rkv_map *old = rkv_malloc(sizeof(*old));
+
+			rc = 2;
+			if (old && load_map(a, "init", old, &rev) == 0)
+				fprintf(stderr, "rkv admin: init: cluster %s "
+						"already has a map (epoch %llu, "
+						"%u servers): nothing changed\n",
+					a->u.cluster,
+					(unsigned long long)old->epoch,
+					old->n);
+			rkv_free(old);
+		} else if (rc) {
+			rc = fail("init", "%s", rkv_etcd_why(a->e));
+		}
+	}
+	if (!rc) {
+		printf("cluster %s: map epoch 1 with %u servers:", a->u.cluster,
+		       m->n);
+		for (unsigned i = 0; i < m->n; i++)
+			printf(" %s", m->srv[i].name);
+		printf("\n");
+	}
+	rkv_free(text);
+	rkv_free(m);
+	return rc;
+}
+
+static int cmd_map(struct admin *a)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	char *text = rkv_malloc(RKV_MAP_SERVERS_MAX * 400 + 64);
+	int64_t rev = 0;
+	int rc = m && text ? load_map(a, "map", m, &rev)
+			   : fail("map", "%s", "out of memory");
+
+	if (rc == 1)
+		rc = fail("map", "cluster %s has no map yet", a->u.cluster);
+	if (!rc && rkv_map_format(m, text, RKV_MAP_SERVERS_MAX * 400 + 64) > 0)
+		fputs(text, stdout);
+	rkv_free(text);
+	rkv_free(m);
+	return rc;
+}
+
+int rkv_admin_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "cluster", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct admin a = { .url = getenv("RKV_CLUSTER"), .timeout_ms = ETCD_MS };
+	char why[300];
+	const char *cmd;
+	int ch, rc;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			a.url = optarg;
+			break;
+		case 't':
+			a.timeout_ms = (unsigned)strtoul(optarg, NULL, 10);
+			if (!a.timeout_ms)
+				return fail("--timeout", "'%s' is not a number "
+					    "of milliseconds", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return fail(argv[optind - 1], "%s",
+				    "unknown option (try --help)");
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[optind];
+	if (!a.url || !*a.url)
+		return fail(cmd, "%s", "no cluster: --cluster "
+			    "etcd://HOST:PORT/CLUSTER or $RKV_CLUSTER");
+	if (rkv_reg_parse_url(a.url, &a.u, why, sizeof(why)))
+		return fail(cmd, "%s", why);
+	if (!strcmp(cmd, "join") || !strcmp(cmd, "drain"))
+		return fail(cmd, "%s", "not built yet: it moves keys between "
+			    "servers, and live migration is not built yet "
+			    "(nothing changed)");
+	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map"))
+		return fail(cmd, "%s", "unknown command (try --help)");
+	if (rkv_etcd_open(a.u.endpoint, a.timeout_ms, &a.e, why, sizeof(why)))
+		return fail(cmd, "%s", why);
+	if (!strcmp(cmd, "status"))
+		rc = cmd_status(&a);
+	else if (!strcmp(cmd, "init"))
+		rc = cmd_init(&a, argc - optind - 1, argv + optind + 1);
+	else
+		rc = cmd_map(&a);
+	rkv_free(a.reg);
+	rkv_etcd_close(a.e);
+	return rc;
+}
