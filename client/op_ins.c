@@ -36,24 +36,44 @@ static void ins_full(struct opslot *o, int tent)
 }
 
 /*
- * Step 1: CAS the first empty slot in scan order to our block's tentative
- * word (chaining the block WRITE before it when not written yet) and READ
+ * The slot an insert takes: the first empty one of the key's emptier
+ * bucket (the first bucket on a tie).  Choosing the emptier of two is
+ * what fills the index: taking the first bucket whenever it had room
+ * refused the first key at 34-47 % of the slots; with the choice the
+ * first refusal comes at 73-82 % (docs/DESIGN.md §3).  The
+ * protocol does not care which empty slot is taken: inserters order
+ * themselves by scan position (§6).  -1 when both are full; *tent: a
+ * tentative slot was seen (an insert in flight may still withdraw).
+ */
+static int pick_slot(struct opslot *o, int *tent)
+{
+	int first[2] = { -1, -1 };
+	unsigned empty[2] = { 0, 0 };
+
+	for (unsigned p = 0; p < o->npos; p++) {
+		uint64_t w = bucket_word(o, p);
+		unsigned b = p / RKV_SLOTS_PER_BUCKET;
+
+		if (rkv_slot_empty(w)) {
+			if (first[b] < 0)
+				first[b] = (int)p;
+			empty[b]++;
+		}
+		*tent |= rkv_slot_tentative(w);
+	}
+	return empty[1] > empty[0] ? first[1] : first[0];
+}
+
+/*
+ * Step 1: CAS an empty slot (pick_slot) to our block's tentative word
+ * (chaining the block WRITE before it when not written yet) and READ
  * both buckets behind it: RC order makes that READ see every copy of the
  * key that was in place before our CAS.
  */
 void ins_start(struct opslot *o)
 {
-	int pos = -1, tent = 0;
+	int tent = 0, pos = pick_slot(o, &tent);
 
-	for (unsigned p = 0; p < o->npos; p++) {
-		uint64_t w = bucket_word(o, p);
-
-		if (rkv_slot_empty(w)) {
-			pos = (int)p;
-			break;
-		}
-		tent |= rkv_slot_tentative(w);
-	}
 	if (pos < 0) {
 		ins_full(o, tent);
 		return;

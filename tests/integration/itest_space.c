@@ -9,7 +9,12 @@
  *   t_oneshot_cli   one-shot `rkv put` processes fill a server's data
  *                   region past 90 %, and every value reads back;
  *   t_fragmented    a region fragmented by short-lived clients still
- *                   takes values until it is really full.
+ *                   takes values until it is really full;
+ *   t_index_fill    an index of 1024 buckets refuses its first new key
+ *                   only past 70 % of its slots (each insert takes the
+ *                   emptier of its two buckets; taking the first bucket
+ *                   with room refused at 44-47 %), and keys put after
+ *                   that fill it to its last slot.
  */
 #include <errno.h>
 #include <signal.h>
@@ -325,11 +330,47 @@ static void t_fragmented(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+static void t_index_fill(void)
+{
+	static const char *const args[] = { "--buckets", "1024", "--memory",
+					     "16M", NULL };
+	const unsigned slots = 1024 * 8;
+	struct test_srv s;
+	struct rkv_client *c;
+	unsigned first = 0, stored = 0, bad = 0;
+	char k[32];
+
+	ASSERT_EQ(test_srv_start(&s, g_prov, args), 0);
+	c = client_at(s.addr);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < 2 * slots && (!first || i < first + slots);
+	     i++) {
+		snprintf(k, sizeof(k), "fill-%u", i);
+		int rc = rkv_put(c, k, strlen(k), "v", 1);
+
+		if (rc == 0)
+			stored++;
+		else if (rc == -ENOSPC && !first)
+			first = stored + 1;
+		else if (rc != -ENOSPC)
+			bad++;
+	}
+	printf("#   %u slots: first refusal at key %u (%.1f %%), %u keys "
+	       "stored (%.1f %%)\n", slots, first, 100.0 * first / slots,
+	       stored, 100.0 * stored / slots);
+	EXPECT_EQ(bad, 0);
+	EXPECT_TRUE(first > slots * 70 / 100);
+	EXPECT_EQ(stored, slots);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 600);
 	if (!g_prov)
 		return 77;
+	RKV_TEST(t_index_fill);
 	RKV_TEST(t_late_return);
 	RKV_TEST(t_fragmented);
 	RKV_TEST(t_oneshot_cli);
