@@ -15,10 +15,15 @@
 #                     (tools/check-gpu.sh; skips with a reason without a GPU)
 #   make check-deps   every #include follows the dependency graph (DEPS_*
 #                     below; tools/check-deps.sh, also run by make test)
+#   make install      rkv, rkv-server, rkv-ycsb and the benchmarks, librkv.so
+#                     and librkv.a, the public headers (include/rkv/) and
+#                     librkv.pc under $(DESTDIR)$(PREFIX); make uninstall
 #
 # Knobs: CC=gcc|clang, SANITIZE=address,undefined|thread, DEBUG=1,
 # MALLOC=jemalloc|libc, WITH_CUDA=0|1 (detected), WITH_ETCD=0|1 (detected),
-# O=build directory.
+# O=build directory, PREFIX=/usr/local, DESTDIR=, RKV_VERSION=X.Y.Z (the
+# default is common/version.h's), V=1 (make run, test, bench, ... show the
+# build's command lines; otherwise their build step prints only errors).
 
 .DEFAULT_GOAL := all
 
@@ -83,6 +88,20 @@ override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer \
 override LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 LDLIBS_SYS := -lrdmacm -libverbs -lcrypto -lpthread -lm
+
+# The release version lives in common/version.h; RKV_VERSION=X.Y.Z on the
+# command line (or in the environment) overrides it for the objects it
+# compiles (make clean first: make does not track flags).
+RKV_VERSION_H := $(shell sed -n 's/^.define RKV_VERSION "\(.*\)"$$/\1/p' \
+	common/version.h)
+ifneq ($(filter command line environment,$(origin RKV_VERSION)),)
+override CFLAGS += -DRKV_VERSION='"$(RKV_VERSION)"'
+else
+RKV_VERSION := $(RKV_VERSION_H)
+endif
+# librkv.so's soname is librkv.so.$(RKV_SOVERSION): it follows the version
+# node of client/librkv.map (RKV_1), not the release
+RKV_SOVERSION := 1
 
 # etcd (common/etcd.c: cluster membership) over libcurl and cJSON, when
 # their headers are there (tools/deps.sh installs them); without them
@@ -181,17 +200,24 @@ SERVER_LIB := $(if $(SERVER_SRCS),$(LIB)/librkv_server.a)
 SERVER_BIN := $(if $(SERVER_MAIN),$(BIN)/rkv-server)
 CLIENT_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv.a)
 CLIENT_SO := $(if $(CLIENT_SRCS),$(LIB)/librkv.so)
+CLIENT_SO_LINK := $(if $(CLIENT_SRCS),$(LIB)/librkv.so.$(RKV_SOVERSION))
+CLIENT_DIST_LIB := $(if $(CLIENT_SRCS),$(LIB)/dist/librkv.a)
 CLI_BIN := $(if $(and $(CLI_SRCS),$(CLIENT_SRCS)),$(BIN)/rkv)
 
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
 	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(BENCH_PS_BIN) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
-	$(CLI_BIN) $(GPU_TEST_BINS)
+	$(CLIENT_SO_LINK) $(CLIENT_DIST_LIB) $(CLI_BIN) $(GPU_TEST_BINS)
 
 .PHONY: all deps test check-deps check-rdma check-gpu bench run fuzz torture \
-	clean install
+	clean install uninstall
 all: $(ALL_TARGETS)
+
+# Keep every object the pattern rules make: deleted as intermediates, they
+# would be compiled again by the next make (the .d files included below
+# name them), and make would print a stray rm of them.
+.SECONDARY:
 
 $(OBJ)/%.o: %.c | $(HDR_LINKS)
 	@mkdir -p $(dir $@)
@@ -240,12 +266,33 @@ $(CLIENT_INTERNAL_LIB): $(call obj,$(CLIENT_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# librkv.so: hidden visibility, exported API listed in client/librkv.map.
-$(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS)
+# librkv.so: hidden visibility, exported API listed in client/librkv.map,
+# soname librkv.so.$(RKV_SOVERSION) (a link of that name beside it, for
+# programs linked against the build tree).  Relinked when the Makefile
+# changes: its flags are here.
+$(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
+		client/librkv.map Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
 		-Wl,--version-script=client/librkv.map \
-		-o $@ $^ $(LDLIBS_SYS)
+		-Wl,-soname,librkv.so.$(RKV_SOVERSION) \
+		-o $@ $(filter %.o,$^) $(LDLIBS_SYS)
+
+$(CLIENT_SO_LINK): | $(CLIENT_SO)
+	ln -sf $(notdir $(CLIENT_SO)) $@
+
+# The librkv.a that make install installs: self-contained, for programs
+# outside the tree.  The client, proto and common objects in one
+# relocatable object whose globals but the API's are made local, as
+# librkv.so hides them (the in-tree librkv.a leaves proto and common to
+# their archives, which programs of the tree link beside it).
+$(CLIENT_DIST_LIB): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
+		client/librkv.map tools/check-symbols.sh
+	@mkdir -p $(dir $@) $(OBJ)
+	bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv-dist.syms
+	$(LD) -r -o $(OBJ)/librkv-dist.r.o $(filter %.o,$^)
+	objcopy --keep-global-symbols=$(OBJ)/librkv-dist.syms $(OBJ)/librkv-dist.r.o
+	rm -f $@ && ar rcs $@ $(OBJ)/librkv-dist.r.o
 
 $(BIN)/rkv-server: $(call obj,$(SERVER_MAIN)) $(SERVER_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
@@ -296,11 +343,24 @@ $(BIN)/rkv-bench-transport: $(call obj,$(BENCH_TP_SRCS)) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lfabric
 
 # ------------------------------------------------------------------ tasks
+# The build step of a task (make run, test, ...): silent but for warnings
+# and errors (a failing compile still prints its error and make's line),
+# after one line saying it builds; V=1 shows every command.
+# ("+": a sub-make named through a variable is not seen as one, and would
+# lose the jobserver)
+ifeq ($(V),1)
+build_first = +@$(MAKE) --no-print-directory all
+else
+build_first = +@$(MAKE) --no-print-directory -q all 2>/dev/null || { \
+	echo "make: building $(O)/ (V=1 shows the commands)"; \
+	$(MAKE) --no-print-directory -s all; }
+endif
+
 deps:
 	@bash tools/deps.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	$(build_first)
 	@bash tests/run.sh $(O)
 
 check-deps:
@@ -311,11 +371,11 @@ check-gpu:
 	@bash tools/check-gpu.sh $(if $(filter command line,$(origin O)),$(O))
 
 check-rdma: deps
-	@$(MAKE) --no-print-directory all
+	$(build_first)
 	@bash tests/softroce/check-rdma.sh $(O)
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	$(build_first)
 	@bash bench/run.sh $(O)
 	@bash bench/run-kv.sh $(O)
 	@bash bench/run-ps.sh $(O)
@@ -325,17 +385,53 @@ fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)
 
 torture: deps
-	@$(MAKE) --no-print-directory all
+	$(build_first)
 	@bash tests/torture.sh --build-dir $(O) $(TORTURE_PROVIDERS)
 
 run: deps
-	@$(MAKE) --no-print-directory all
+	$(build_first)
 	@bash tools/run.sh $(O)
 
+# ---------------------------------------------------------------- install
+# make install [PREFIX=/usr/local] [DESTDIR=] [O=build]: what a user of
+# the tools and of librkv needs, from an up-to-date build compiling
+# nothing (install depends on all).  Examples are not installed.  librkv.pc:
+# pkg-config --cflags --libs librkv (librkv.so), --static for librkv.a with
+# the system libraries it needs (Libs.private: this build's LDLIBS_SYS).
 PREFIX ?= /usr/local
+bindir ?= $(PREFIX)/bin
+libdir ?= $(PREFIX)/lib
+includedir ?= $(PREFIX)/include
+pkgconfigdir ?= $(libdir)/pkgconfig
+INSTALL_BINS := $(CLI_BIN) $(SERVER_BIN) $(BENCH_YCSB_BIN) $(BENCH_KV_BIN) \
+	$(BENCH_PS_BIN) $(BENCH_TP_BIN)
+INSTALL_HDRS := client/rkv.h client/ps/rkv_ps.h
+# a directory of the .pc file as ${prefix}/... when it lies under PREFIX,
+# so pkg-config --define-variable=prefix=... moves the whole tree
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
-	for f in $(wildcard $(BIN)/*); do install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/; done
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) \
+		$(DESTDIR)$(includedir)/rkv $(DESTDIR)$(pkgconfigdir)
+	install -m 755 $(INSTALL_BINS) $(DESTDIR)$(bindir)/
+	install -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/librkv.so.$(RKV_SOVERSION)
+	ln -sf librkv.so.$(RKV_SOVERSION) $(DESTDIR)$(libdir)/librkv.so
+	install -m 644 $(CLIENT_DIST_LIB) $(DESTDIR)$(libdir)/librkv.a
+	install -m 644 $(INSTALL_HDRS) $(DESTDIR)$(includedir)/rkv/
+	sed -e 's|@PREFIX@|$(PREFIX)|' \
+		-e 's|@LIBDIR@|$(call pc_dir,$(libdir))|' \
+		-e 's|@INCLUDEDIR@|$(call pc_dir,$(includedir))|' \
+		-e 's|@VERSION@|$(RKV_VERSION)|' \
+		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS_SYS))|' \
+		client/librkv.pc.in >$(DESTDIR)$(pkgconfigdir)/librkv.pc
+	chmod 644 $(DESTDIR)$(pkgconfigdir)/librkv.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(INSTALL_BINS))) \
+		$(DESTDIR)$(libdir)/librkv.so $(DESTDIR)$(libdir)/librkv.so.$(RKV_SOVERSION) \
+		$(DESTDIR)$(libdir)/librkv.a $(DESTDIR)$(pkgconfigdir)/librkv.pc \
+		$(addprefix $(DESTDIR)$(includedir)/rkv/,$(notdir $(INSTALL_HDRS)))
+	rmdir $(DESTDIR)$(includedir)/rkv 2>/dev/null || true
 
 clean:
 	rm -rf build

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "server_internal.h"
+#include "version.h"
 
 enum cfg_type {
 	T_ADDR,  /* provider address, checked with rkv_tp_addr_parse */
@@ -496,6 +497,8 @@ void rkv_srv_config_usage(FILE *out, const char *prog)
 		fputc('\n', out);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "this text");
+	fprintf(out, "  %-24s %s\n", "--version",
+		"the release, protocol and providers");
 	fprintf(out, "\nOn start it prints its configuration to stderr and, "
 		     "when ready, one line\n\"rkv-server: listening on ADDR\" "
 		     "to stdout.  SIGINT or SIGTERM stop it.\n");
@@ -504,7 +507,7 @@ void rkv_srv_config_usage(FILE *out, const char *prog)
 int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 			 FILE *out, char *err, size_t errlen)
 {
-	struct option opts[NROWS + 2];
+	struct option opts[NROWS + 3];
 	int c, rc;
 
 	for (size_t i = 0; i < NROWS; i++) {
@@ -514,7 +517,8 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 					   .val = 256 + (int)i };
 	}
 	opts[NROWS] = (struct option){ "help", no_argument, NULL, 'h' };
-	opts[NROWS + 1] = (struct option){ NULL, 0, NULL, 0 };
+	opts[NROWS + 1] = (struct option){ "version", no_argument, NULL, 'V' };
+	opts[NROWS + 2] = (struct option){ NULL, 0, NULL, 0 };
 
 	optind = 0; /* glibc: full reinitialisation, so tests can reparse */
 	opterr = 0;
@@ -523,6 +527,9 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 			rkv_srv_config_usage(out, argv[0]);
 			return 1;
 		}
+		if (c == 'V')
+			return rkv_version_print("rkv-server",
+						 RKV_PROTO_VERSION) ? -EIO : 1;
 		if (c == '?') {
 			rkv_msgf(err, errlen,
 				 "unknown option '%s' (see --help)",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # check-symbols.sh - part of `make test`: librkv.a and librkv.so export
-# exactly the API listed in client/librkv.map, no internal symbol.
+# exactly the API listed in client/librkv.map, no internal symbol; so does
+# lib/dist/librkv.a, the self-contained librkv.a that make install installs.
 #   tools/check-symbols.sh [BUILD_DIR]      (default build)
 #   tools/check-symbols.sh --list MAP       the global: names of a version
 #                                           script, one a line (the
@@ -61,8 +62,8 @@ exports() {
     sort -u
 }
 
-for lib in "$O/lib/librkv.a" "$O/lib/librkv.so"; do
-  name=${lib##*/}
+for lib in "$O/lib/librkv.a" "$O/lib/librkv.so" "$O/lib/dist/librkv.a"; do
+  name=${lib#"$O/lib/"}
   if [ ! -f "$lib" ]; then
     notok "$name: no such file (build it first: make O=$O)"
     continue

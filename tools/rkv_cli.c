@@ -6,6 +6,7 @@
  *   rkv ... put KEY VALUE        (VALUE "-" reads stdin)
  *   rkv ... del KEY
  *   rkv ... stat                 (per-server counters)
+ *   rkv --version
  *
  * --secret-file FILE (default $RKV_SECRET_FILE) answers the challenge of
  * servers started with --secret-file; --read-only asks for read-only
@@ -16,7 +17,8 @@
  * argument for a bad command line (checked before anything connects, the
  * key and value limits of rkv.h included), the server address for a
  * connection or an operation, with librkv's own word for the cause when
- * its log callback gave one.  librkv logs nothing else here; set
+ * its log callback gave one (no command at all: that one line, then the
+ * usage as a hint).  librkv logs nothing else here; set
  * RKV_LOG_LEVEL=debug|info|warn|error to see its messages as they come.
  */
 #include <errno.h>
@@ -26,9 +28,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "msg.h"
 #include "rkv.h"
 #include "rkv_admin.h"
 #include "transport.h"
+#include "version.h"
 
 #define SHOWN_KEY_MAX 48 /* bytes of a key shown in an error line */
 
@@ -92,6 +96,7 @@ static void usage(FILE *f)
 		"usage: rkv [--servers [NAME=]ADDR[,...] | --cluster FILE]\n"
 		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
 		"           COMMAND\n"
+		"       rkv --help | --version\n"
 		"commands:\n"
 		"  get KEY            print the value (exit 1 if absent)\n"
 		"  put KEY VALUE      store VALUE (\"-\": read stdin)\n"
@@ -463,6 +468,7 @@ int main(int argc, char **argv)
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "secret-file", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rkv_client_opts opts;
@@ -509,6 +515,8 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			return rkv_version_print("rkv", RKV_PROTO_VERSION) ? 2 : 0;
 		case ':':
 			fprintf(stderr, "rkv: option '%s' needs a value (try "
 					"--help)\n", argv[optind - 1]);
@@ -521,8 +529,10 @@ int main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	if (argc < 1) {
-		fprintf(stderr, "rkv: no command: get, put, del or stat (try "
-				"--help)\n");
+		/* a first line that says what is missing, then the hint */
+		fprintf(stderr, "rkv: no command: give one of get, put, del, "
+				"stat or admin\n");
+		usage(stderr);
 		return 2;
 	}
 	const char *cmd = argv[0];

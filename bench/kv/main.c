@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "hist.h"
+#include "msg.h"
 #include "rkv.h"
 #include "rtime.h"
+#include "version.h"
 
 #define NTYPES 4
 static const char *const type_name[NTYPES] = { "get", "put", "delete", "rmw" };
@@ -62,7 +64,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rkv-bench-kv --servers ADDR[,ADDR] [--keys N] "
 		   "[--ops N | --seconds S] [--mix GET:PUT:RMW:DEL]\n"
 		   "       [--value-size B] [--inflight K] [--json FILE] "
-		   "[--label TEXT] [--no-load] [--progress]\n");
+		   "[--label TEXT] [--no-load] [--progress]\n"
+		   "       rkv-bench-kv --help | --version\n");
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t min,
@@ -98,6 +101,7 @@ int main(int argc, char **argv)
 		{ "no-load", no_argument, NULL, 'N' },
 		{ "progress", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *servers = NULL, *json = NULL, *label = "";
@@ -145,6 +149,9 @@ int main(int argc, char **argv)
 		case 'N': no_load = 1; break;
 		case 'P': progress = 1; break;
 		case 'h': usage(stdout); return 0;
+		case 'V':
+			return rkv_version_print("rkv-bench-kv",
+						 RKV_PROTO_VERSION) ? 2 : 0;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -30,10 +30,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "msg.h"
 #include "rkv.h"
 #include "rkv_ps.h"
 #include "rtime.h"
 #include "transport.h"
+#include "version.h"
 
 #define MAX_SIZES 16
 #define RAW_DEPTH 32
@@ -263,7 +265,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rkv-bench-ps --servers ADDR[,ADDR] "
 		   "[--sizes 4K,64K,1M,16M] [--seconds S]\n"
 		   "                    [--shard ELEMS] "
-		   "[--rule sum|assign|sgd] [--json FILE]\n");
+		   "[--rule sum|assign|sgd] [--json FILE]\n"
+		   "       rkv-bench-ps --help | --version\n");
 }
 
 int main(int argc, char **argv)
@@ -276,6 +279,7 @@ int main(int argc, char **argv)
 		{ "rule", required_argument, NULL, 'r' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .seconds = 1.0, .shard = RKV_PS_SHARD_DEFAULT,
@@ -309,6 +313,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V':
+			return rkv_version_print("rkv-bench-ps",
+						 RKV_PROTO_VERSION) ? 2 : 0;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "log.h"
+#include "msg.h"
 #include "transport.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
@@ -43,7 +45,8 @@ static void usage(FILE *f)
 		"                  inline: the initiator polls both CQs\n"
 		"  --ref SPEC      reference row PROVIDER,OP,SIZE,P50_US[,P99_US]\n"
 		"                  (e.g. perftest,read,8,46.1); repeatable\n"
-		"  --log-level L   debug|info|warn|error|off (default warn)\n",
+		"  --log-level L   debug|info|warn|error|off (default warn)\n"
+		"  --version       print the version and exit\n",
 		BENCH_MAX_CHAIN);
 }
 
@@ -146,6 +149,7 @@ enum {
 	OPT_REF,
 	OPT_LOG_LEVEL,
 	OPT_HELP,
+	OPT_VERSION,
 };
 
 static const struct option g_long_opts[] = {
@@ -165,6 +169,7 @@ static const struct option g_long_opts[] = {
 	{ "ref", required_argument, NULL, OPT_REF },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -261,6 +266,9 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case OPT_VERSION:
+			return rkv_version_print("rkv-bench-transport",
+						 RKV_PROTO_VERSION) ? 2 : 0;
 		default:
 			usage(stderr);
 			return 2;

@@ -37,7 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "msg.h"
 #include "rtime.h"
+#include "version.h"
 #include "ycsb.h"
 
 struct ctx;
@@ -486,11 +488,12 @@ static void usage(FILE *f)
 		"[--dump-ops N]\n"
 		"       %s --json FILE --plot FILE.png\n"
 		"       %s --summary FILE.json\n"
+		"       %s --help | --version\n"
 		"Defaults: --db rkv, --servers tcp://127.0.0.1:7000 (rkv), "
 		"127.0.0.1:6379 (redis),\n"
 		"127.0.0.1:11211 (memcached); --phase both, --threads "
 		"threadcount (1), --batch 1.\n",
-		YCSB_PROG, YCSB_PROG, YCSB_PROG);
+		YCSB_PROG, YCSB_PROG, YCSB_PROG, YCSB_PROG);
 }
 
 static int parse_num(const char *opt, const char *s, uint64_t min,
@@ -529,6 +532,7 @@ int main(int argc, char **argv)
 		{ "progress", no_argument, NULL, 'o' },
 		{ "dump-ops", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *files[16], *sets[128];
@@ -591,6 +595,9 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V':
+			return rkv_version_print(YCSB_PROG, RKV_PROTO_VERSION)
+				       ? 2 : 0;
 		case ':':
 			fprintf(stderr, "%s: option '%s' needs a value (try "
 					"--help)\n", YCSB_PROG, argv[optind - 1]);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli.sh - the rkv command-line client against a real rkv-server (tcp):
 # get/put/del/stat, stdin values, exit codes 0/1/2 and one clear error line
-# (tools_errors.sh has every error case, on tcp and shm).
+# (tools_errors.sh has every error case, on tcp and shm); --version of
+# every tool.
 # TAP output.  Usage: cli.sh BUILD_DIR
 set -u
 O=${1:-build}
@@ -42,5 +43,16 @@ R put "$long" v 2>"$err"; rc=$?
 timeout 20 "$BIN/rkv" --servers tcp://127.0.0.1:1 get x 2>"$err"; rc=$?
 [ "$rc" = 2 ] && grep -q "cannot connect" "$err"; ok $? "unreachable server: exit 2"
 timeout 20 "$BIN/rkv" --servers "tcp://bad" get x 2>"$err"; [ $? = 2 ]; ok $? "bad address: exit 2"
+R 2>"$err"; rc=$?
+[ "$rc" = 2 ] && head -1 "$err" | grep -q "^rkv: no command" && grep -q "^usage: rkv" "$err"
+ok $? "no command: exit 2, says so, then the usage"
+# every tool: one version line, exit 0
+for b in rkv rkv-server rkv-ycsb rkv-bench-kv rkv-bench-ps rkv-bench-transport; do
+  [ -x "$BIN/$b" ] || continue
+  v=$(timeout 20 "$BIN/$b" --version 2>"$err"); rc=$?
+  [ "$rc" = 0 ] && [ ! -s "$err" ] && [ "$(grep -c '' <<<"$v")" = 1 ] &&
+    grep -qE "^$b [0-9]+\.[0-9]+\.[0-9]+[^ ]* \(protocol [0-9]+, providers tcp shm verbs" <<<"$v"
+  ok $? "$b --version: one line, exit 0 ($v)"
+done
 echo "1..$n"
 [ "$fails" = 0 ]

@@ -5,7 +5,8 @@
 # over tcp and shm.  Each case must exit non-zero (the status each tool
 # documents) with exactly one line on stderr that names what failed (the
 # option, the argument, the server address): nothing else of the tool's,
-# no library or transport log lines.
+# no library or transport log lines (rkv with no command at all: that
+# line, then the usage as a hint).
 #   tests/integration/tools_errors.sh BUILD_DIR [PROVIDER...]  (tcp shm)
 # TAP output.  A case whose only fault is log lines of the transport
 # (lines in rkv_log's format) beside the tool's own one line is reported
@@ -63,6 +64,23 @@ check() {
     fails=$((fails + 1))
     echo "not ok $n - $name"
     echo "#   exit $rc (want $want), $lines line(s) on stderr (want 1 matching /$pat/):"
+    sed 's/^/#   /' "$tmp/err" | head -12
+  fi
+}
+
+# check_usage NAME WANT_RC PATTERN: as check, for the one case whose
+# error line is followed by the usage (rkv with no command): the first
+# line matches PATTERN, a "usage: " line follows, no log line
+check_usage() {
+  local name=$1 want=$2 pat=$3
+  n=$((n + 1))
+  if [ "$rc" = "$want" ] && head -n 1 "$tmp/err" | grep -qE -- "$pat" &&
+    sed 1d "$tmp/err" | grep -q '^usage: ' && ! grep -qE "$LOGLINE" "$tmp/err"; then
+    echo "ok $n - $name"
+  else
+    fails=$((fails + 1))
+    echo "not ok $n - $name"
+    echo "#   exit $rc (want $want), stderr (want /$pat/, then the usage):"
     sed 's/^/#   /' "$tmp/err" | head -12
   fi
 }
@@ -176,7 +194,8 @@ for P in $PROVIDERS; do
   R --timeout 0 get k
   check "$P: rkv: bad --timeout: exit 2, names it" 2 "^rkv: --timeout: '0'"
   R
-  check "$P: rkv: no command: exit 2" 2 "^rkv: no command"
+  check_usage "$P: rkv: no command: exit 2, one line saying so, then the usage" 2 \
+    "^rkv: no command: give one of get, put, del, stat or admin$"
   R frobnicate
   check "$P: rkv: unknown command: exit 2, names it" 2 "^rkv: unknown command 'frobnicate'"
   R get
