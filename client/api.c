@@ -216,6 +216,16 @@ int rkv_wait(struct rkv_client *c, unsigned timeout_us)
 	return eng_block(&c->eng, timeout_us);
 }
 
+int client_read_only(const struct rkv_client *c)
+{
+	if (c->opts.read_only)
+		return 1;
+	for (unsigned i = 0; i < c->nsrv; i++)
+		if (c->peer[i].g.read_only)
+			return 1;
+	return 0;
+}
+
 void client_idle(struct rkv_client *c, int progressed)
 {
 	if (progressed) {
@@ -572,5 +582,5 @@ void rkv_ext_info(const struct rkv_client *c, struct rkv_ext_info *out)
 	*out = (struct rkv_ext_info){ .max_inflight = c->nslots,
 				      .max_value = c->opts.max_value,
 				      .timeout_ms = c->opts.timeout_ms,
-				      .read_only = c->opts.read_only };
+				      .read_only = client_read_only(c) };
 }

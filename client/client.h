@@ -107,6 +107,9 @@ int client_submit(struct rkv_client *c, struct rkv_op *op,
 /* Run one op to completion like the synchronous calls. */
 int client_run(struct rkv_client *c, struct rkv_op *op,
 	       const struct op_kind *k, struct rkv_ext_op *x);
+/* Read-only: asked for (opts), or granted so by any server (a
+ * read-only secret: the server decides). */
+int client_read_only(const struct rkv_client *c);
 
 /* peers.c: connecting to the map's servers, and reconnecting */
 /* At create: connect to every server.  A server that is down or

@@ -26,6 +26,7 @@ struct geom {
 	uint32_t chunk_size, lease_ms, grace_ms;
 	uint64_t counters_addr;   /* counter region (0 words: none) */
 	uint32_t counters_count;
+	int read_only;            /* the server granted read access only */
 };
 
 struct peer {

@@ -325,9 +325,10 @@ static void op_start(struct opslot *o)
 	op->rtts = 0;
 	op->out_len = 0;
 	o->state = OP_IO;
-	if (c->opts.read_only && o->kind->writes) {
-		/* its rkeys allow remote read only: fail here rather than
-		 * break the connection with a refused WR */
+	if ((c->opts.read_only || o->p->g.read_only) && o->kind->writes) {
+		/* its rkeys allow remote read only (asked for, or the
+		 * server's choice: a read-only secret): fail here rather
+		 * than break the connection with a refused WR */
 		op_finish(o, -EACCES);
 		return;
 	}

@@ -305,6 +305,7 @@ struct rkv_server_stats {
 		data_free, data_grace, chunks_granted, blocks_returned,
 		rebuilds, bad_msgs, ctrl_msgs;
 	uint64_t auth_failures; /* appended */
+	uint64_t denied;        /* writes refused to read-only clients */
 };
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 3u
+#define RKV_PROTO_VERSION 4u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -87,6 +87,13 @@ enum rkv_hello_flags {
 	RKV_HELLO_READ_ONLY = 1u << 0, /* ask for read-only rkeys */
 };
 
+/* What the server granted (HELLO_REPLY flags, version 4). */
+enum rkv_hello_reply_flags {
+	/* read-only rkeys: asked for, or the client proved the
+	 * --read-only-secret-file; the server refuses its writes */
+	RKV_HELLO_REPLY_READ_ONLY = 1u << 0,
+};
+
 #define RKV_NAME_MAX 32
 
 struct rkv_msg_hello {
@@ -115,6 +122,8 @@ struct rkv_msg_hello_reply {
 	 * placement is by name (cmap.h), so a client checks it is talking
 	 * to the server its map names */
 	char server_name[RKV_SERVER_NAME_MAX];
+	/* appended in version 4 */
+	uint32_t flags;       /* enum rkv_hello_reply_flags */
 };
 
 /*
@@ -181,6 +190,8 @@ struct rkv_msg_stats_reply {
 	uint64_t ctrl_msgs;      /* control messages served */
 	/* appended */
 	uint64_t auth_failures;  /* wrong, missing or abandoned responses */
+	uint64_t denied;         /* (version 4) writes refused to read-only
+				  * clients: chunk, return, counter asks */
 };
 
 #define RKV_COUNTER_NAME_MAX 64 /* bytes, NUL included */

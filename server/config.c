@@ -88,6 +88,10 @@ static const struct cfg_row g_rows[] = {
 	  NULL, "FILE",
 	  "shared secret clients must prove (HMAC challenge); mode 0600 or "
 	  "stricter" },
+	{ "read-only-secret-file", T_STR, FIELD(ro_secret_file),
+	  CAP(ro_secret_file), 0, 0, 0, NULL, "FILE",
+	  "a second secret: clients that prove it may only read, whatever "
+	  "they ask (the server hands them read-only rkeys)" },
 	{ "data-memory", T_STR, FIELD(data_memory), CAP(data_memory), 0, 0, 0,
 	  "host", "WHERE",
 	  "data region in host memory, or gpu[:N] (CUDA device N, default 0)" },
@@ -571,7 +575,11 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 			fprintf(out, "%s",
 				*field ? field
 				       : r->off == FIELD(secret_file)
-						 ? "(none: any client is served)"
+						 ? (cfg->ro_secret_file[0]
+							    ? "(none: no client may write)"
+							    : "(none: any client is served)")
+				       : r->off == FIELD(ro_secret_file)
+						 ? "(none)"
 				       : r->off == FIELD(name)
 						 ? "(the listening address)"
 				       : r->off == FIELD(cluster)

@@ -16,7 +16,7 @@
  * fail the same way, and the connection is dropped: per connection, the
  * server never holds more than its fixed buffers.
  *
- * Authentication (cfg.secret_len > 0): HELLO is answered by AUTH_CHALLENGE
+ * Authentication (--secret-file or --read-only-secret-file): HELLO is answered by AUTH_CHALLENGE
  * (a fresh nonce) and the connection waits in RKV_CONN_AUTH for exactly
  * one AUTH_RESPONSE; only a correct one gets HELLO_REPLY (rkeys,
  * addresses).  Anything else counts an authentication failure, is answered
@@ -459,6 +459,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	}
 	copy_name(c->name, hm->name);
 	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
+	r->flags = c->read_only ? RKV_HELLO_REPLY_READ_ONLY : 0;
 	c->rkey_epoch = c->rkey_sent = rkv_srv_rotate_epoch(srv);
 	c->client_id = srv->next_client_id++;
 	if (!srv->next_client_id)
@@ -505,6 +506,7 @@ static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m,
 	if (!bytes)
 		bytes = srv->cfg.chunk;
 	if (c->read_only) {
+		srv->denied++;
 		g->status = -EPERM;
 		return;
 	}
@@ -565,6 +567,7 @@ static void do_block_return(struct rkv_srv_conn *c, const struct rkv_msg *m,
 
 	srv->rep.u.ack.status = 0;
 	if (c->read_only) {
+		srv->denied++;
 		srv->rep.u.ack.status = -EPERM;
 		return;
 	}
@@ -639,6 +642,7 @@ static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 	r->bad_msgs = srv->bad_msgs;
 	r->ctrl_msgs = srv->ctrl_msgs;
 	r->auth_failures = srv->auth_failures;
+	r->denied = srv->denied;
 }
 
 static void do_counter_open(struct rkv_srv_conn *c, const struct rkv_msg *m)
@@ -648,6 +652,7 @@ static void do_counter_open(struct rkv_srv_conn *c, const struct rkv_msg *m)
 
 	memset(r, 0, sizeof(*r));
 	if (c->read_only) {
+		c->srv->denied++;
 		r->status = -EPERM;
 		return;
 	}
@@ -720,15 +725,19 @@ static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 			    uint64_t now_ms)
 {
 	struct rkv_srv *srv = c->srv;
-	int ok = c->nonce_live &&
-		 rkv_srv_auth_check(&srv->cfg, c->nonce, c->hello.name,
-				    m->u.auth_response.mac);
+	enum rkv_srv_access acc =
+		c->nonce_live ? rkv_srv_auth_check(&srv->cfg, c->nonce,
+						   c->hello.name,
+						   m->u.auth_response.mac)
+			      : RKV_SRV_ACCESS_NONE;
 
 	/* single use, whatever the outcome */
 	c->nonce_live = 0;
 	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
-	if (!ok)
+	if (acc == RKV_SRV_ACCESS_NONE)
 		return auth_fail(c, m->hdr.req_id, now_ms, "wrong response");
+	if (acc == RKV_SRV_ACCESS_READ) /* the server decides, not the ask */
+		c->hello.flags |= RKV_HELLO_READ_ONLY;
 	if (srv->nclients >= srv->cfg.max_clients)
 		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
 				       "server full: %u clients",
@@ -832,7 +841,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 			return error_and_close(c, m->hdr.req_id, -EUSERS,
 					       now_ms, "server full: %u clients",
 					       srv->nclients);
-		if (srv->cfg.secret_len) {
+		if (rkv_srv_auth_on(&srv->cfg)) {
 			if (do_challenge(c, m, now_ms) == CLOSED)
 				return CLOSED;
 			if (c->state == RKV_CONN_CLOSING)

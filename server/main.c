@@ -83,6 +83,16 @@ static int run(struct rkv_srv *srv)
 	return 0;
 }
 
+static void warn_weak(const char *opt, size_t len)
+{
+	if (len && len < RKV_SRV_SECRET_WEAK)
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"%s: only %zu bytes; a captured challenge and response "
+			"allow guessing a short secret offline (use e.g. 32 "
+			"random bytes)",
+			opt, len);
+}
+
 int main(int argc, char **argv)
 {
 	struct rkv_srv_config cfg;
@@ -112,7 +122,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rkv-server: %s\n", err);
 		return 2;
 	}
-	if (cfg.secret_file[0] && rkv_srv_secret_load(&cfg, err, sizeof(err))) {
+	if ((cfg.secret_file[0] || cfg.ro_secret_file[0]) &&
+	    rkv_srv_secret_load(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "rkv-server: %s\n", err);
 		return 2;
 	}
@@ -123,7 +134,7 @@ int main(int argc, char **argv)
 		if (rkv_srv_datamem_open(cfg.data_gpu, err, sizeof(err), &dm)) {
 			fprintf(stderr, "rkv-server: --data-memory %s: %s\n",
 				cfg.data_memory, err);
-			rkv_srv_wipe(cfg.secret, sizeof(cfg.secret));
+			rkv_srv_wipe_secrets(&cfg);
 			return 1;
 		}
 		rkv_srv_datamem_close(&dm);
@@ -133,12 +144,12 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "rkv-server: cannot handle SIGINT and SIGTERM: "
 				"%s\n", strerror(-rc));
-		rkv_srv_wipe(cfg.secret, sizeof(cfg.secret));
+		rkv_srv_wipe_secrets(&cfg);
 		return 1;
 	}
 	err[0] = '\0';
 	rc = rkv_srv_create_why(&cfg, &srv, err, sizeof(err));
-	rkv_srv_wipe(cfg.secret, sizeof(cfg.secret)); /* srv has its copy */
+	rkv_srv_wipe_secrets(&cfg); /* srv has its copy */
 	if (rc) {
 		fprintf(stderr, "rkv-server: cannot start on %s: %s\n",
 			cfg.listen, err[0] ? err : strerror(-rc));
@@ -160,12 +171,8 @@ int main(int argc, char **argv)
 	/* the configuration and the start lines only once the server runs:
 	 * a start that fails prints the one line above and nothing else */
 	rkv_srv_config_print(&cfg, stderr);
-	if (cfg.secret_len && cfg.secret_len < RKV_SRV_SECRET_WEAK)
-		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
-			"--secret-file: only %zu bytes; a captured challenge "
-			"and response allow guessing a short secret offline "
-			"(use e.g. 32 random bytes)",
-			cfg.secret_len);
+	warn_weak("--secret-file", cfg.secret_len);
+	warn_weak("--read-only-secret-file", cfg.ro_secret_len);
 	rkv_srv_log_start(srv);
 	printf("rkv-server: listening on %s\n", rkv_srv_addr(srv));
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "serving as '%s'", rkv_srv_name(srv));

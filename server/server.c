@@ -406,10 +406,20 @@ void rkv_srv_log_start(const struct rkv_srv *srv)
 		srv->index_mr->rkey, srv->data_len,
 		rkv_srv_datamem_describe(srv->datamem), srv->data_mr->rkey,
 		rkv_tp_describe(srv->tp));
-	if (cfg->secret_len)
+	if (cfg->secret_len && cfg->ro_secret_len)
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"clients must authenticate (full access: secret from "
+			"%s; read-only: secret from %s)",
+			cfg->secret_file, cfg->ro_secret_file);
+	else if (cfg->secret_len)
 		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 			"clients must authenticate (secret from %s)",
 			cfg->secret_file);
+	else if (cfg->ro_secret_len)
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"clients must authenticate and may only read (secret "
+			"from %s; no --secret-file: no client may write)",
+			cfg->ro_secret_file);
 	else
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
 			"accepting any client (no --secret-file)");
@@ -446,7 +456,7 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 		rkv_free(srv->tplog);
 	}
 	rkv_srv_datamem_close(&srv->datamem);
-	rkv_srv_wipe(srv->cfg.secret, sizeof(srv->cfg.secret));
+	rkv_srv_wipe_secrets(&srv->cfg);
 	rkv_free(srv);
 }
 
@@ -516,12 +526,12 @@ void rkv_srv_log_summary(const struct rkv_srv *srv)
 		" control messages, %" PRIu64 " bad messages, %" PRIu64
 		" chunks granted, %" PRIu64 " blocks returned, %" PRIu64
 		" bad extents, %" PRIu64 " auth failures, %" PRIu64
-		" rebuilds (%" PRIu64
+		" writes denied, %" PRIu64 " rebuilds (%" PRIu64
 		" bytes), polls %" PRIu64 " (idle %" PRIu64 "), completions %"
 		PRIu64,
 		rkv_now_ms() - srv->start_ms, srv->clients_total,
 		srv->ctrl_msgs, srv->bad_msgs, st.grants, st.returns,
-		srv->bad_extents, srv->auth_failures, st.rebuilds,
+		srv->bad_extents, srv->auth_failures, srv->denied, st.rebuilds,
 		st.rebuilt_bytes, srv->polls, srv->idle_polls,
 		srv->completions);
 }

@@ -65,6 +65,7 @@ struct rkv_srv_config {
 	uint64_t max_inflight;          /* RECVs posted per connection */
 	uint64_t counters;              /* counter words; 0 = no region */
 	char secret_file[RKV_SRV_PATH_MAX]; /* "" = no authentication */
+	char ro_secret_file[RKV_SRV_PATH_MAX]; /* read-only credentials */
 	char data_memory[16];           /* "host", "gpu" or "gpu:N" */
 	uint64_t rotate_s;              /* --rotate-rkeys period; 0 = never */
 	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
@@ -84,9 +85,12 @@ struct rkv_srv_config {
 	uint32_t shm_uids[RKV_TP_SHM_UIDS];
 	int data_gpu;                   /* -1: host; else CUDA device index */
 	unsigned set_mask;              /* bit i: row i given on the CLI */
-	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: no auth */
+	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: none.  A
+	 * client proves one of the two, or is refused when either is set */
 	unsigned char secret[RKV_SRV_SECRET_MAX];
 	size_t secret_len;
+	unsigned char ro_secret[RKV_SRV_SECRET_MAX]; /* read-only access */
+	size_t ro_secret_len;
 };
 
 /* Fill cfg with the table's defaults (nbuckets derived). */
@@ -115,20 +119,37 @@ uint64_t rkv_srv_buckets_for(uint64_t keys);
 /* ------------------------------------------------------------------ auth */
 
 /*
- * Read the shared secret of cfg->secret_file into cfg->secret: the file's
- * bytes, one trailing "\n" (or "\r\n") stripped.  Refused (-EPERM) when
- * the file is readable, writable or executable by group or others
- * (st_mode & 077), -EINVAL when empty, not a regular file or longer than
- * RKV_SRV_SECRET_MAX, -errno when unreadable; err gets one line.
+ * Read the shared secrets of cfg->secret_file and cfg->ro_secret_file
+ * (those set) into cfg->secret and cfg->ro_secret: the file's bytes, one
+ * trailing "\n" (or "\r\n") stripped.  Refused (-EPERM) when a file is
+ * readable, writable or executable by group or others (st_mode & 077),
+ * -EINVAL when empty, not a regular file or longer than
+ * RKV_SRV_SECRET_MAX, or when both files hold the same secret (a
+ * read-only credential that grants writing); -errno when unreadable; err
+ * gets one line naming the option and the file.
  */
 int rkv_srv_secret_load(struct rkv_srv_config *cfg, char *err, size_t errlen);
+/* Whether clients must authenticate (either secret is set). */
+static inline int rkv_srv_auth_on(const struct rkv_srv_config *cfg)
+{
+	return cfg->secret_len || cfg->ro_secret_len;
+}
 /* Fill nonce with RKV_AUTH_NONCE_LEN bytes from getrandom().  0 or -errno. */
 int rkv_srv_auth_nonce(uint8_t *nonce);
-/* Whether a response matches (constant time: CRYPTO_memcmp). */
-int rkv_srv_auth_check(const struct rkv_srv_config *cfg, const uint8_t *nonce,
-		       const char *name, const uint8_t *mac);
+/* What a response proves (constant time: CRYPTO_memcmp, and both
+ * secrets are always tried). */
+enum rkv_srv_access {
+	RKV_SRV_ACCESS_NONE = 0,  /* neither secret: refused */
+	RKV_SRV_ACCESS_FULL,      /* --secret-file */
+	RKV_SRV_ACCESS_READ,      /* --read-only-secret-file */
+};
+enum rkv_srv_access rkv_srv_auth_check(const struct rkv_srv_config *cfg,
+				       const uint8_t *nonce, const char *name,
+				       const uint8_t *mac);
 /* Wipe n bytes so the compiler cannot drop it (OPENSSL_cleanse). */
 void rkv_srv_wipe(void *p, size_t n);
+/* Wipe both secrets of cfg. */
+void rkv_srv_wipe_secrets(struct rkv_srv_config *cfg);
 
 /* ----------------------------------------------------------------- index */
 
@@ -315,6 +336,7 @@ struct rkv_srv {
 	uint64_t bad_msgs;
 	uint64_t bad_extents;
 	uint64_t auth_failures;   /* wrong, missing or abandoned responses */
+	uint64_t denied;          /* writes asked of read-only connections */
 	uint64_t polls, idle_polls, completions;
 	/* warn rate limit */
 	uint64_t warn_window_ms;

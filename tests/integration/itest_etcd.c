@@ -24,6 +24,7 @@
 
 #include "etcd.h"
 #include "etcd_proc.h"
+#include "msg.h"
 #include "rkv.h"
 #include "rtime.h"
 #include "srv.h"
@@ -399,8 +400,11 @@ static void t_bad_input(void)
 	ASSERT_EQ(rkv_etcd_put(e, key, old, strlen(old), 0), 0);
 	rc = admin(&v, "init old", out, sizeof(out));
 	EXPECT_EQ(rc, 2);
-	EXPECT_TRUE(strstr(out, "speaks protocol 2, this rkv speaks 3") !=
-		    NULL);
+	char want[64];
+
+	snprintf(want, sizeof(want), "speaks protocol 2, this rkv speaks %u",
+		 RKV_PROTO_VERSION);
+	EXPECT_TRUE(strstr(out, want) != NULL);
 	rc = admin(&v, "map", out, sizeof(out));
 	EXPECT_TRUE(rc == 2 && strstr(out, "has no map yet"));
 	/* no map: a client says how to make one */

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "msg.h"
 #include "rkv.h"
+#include "rkv_ext.h"
 #include "rtime.h"
 #include "raw.h"
 #include "srv.h"
@@ -46,6 +47,8 @@ static char g_dir[256];        /* temporary directory for secret files */
 static char g_secret[300];     /* mode 0600 */
 static char g_wrong[300];      /* mode 0600, another secret */
 static const char k_secret[] = "itest-sec secret 0123456789abcdef";
+static char g_ro[300];         /* mode 0600, the read-only secret */
+static const char k_ro[] = "itest-sec read-only secret 0123456789";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -154,7 +157,8 @@ static int raw_hello(struct test_raw *r, unsigned flags, const char *name,
 	return test_raw_call(r, &m, out);
 }
 
-static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
+static void mac_with(const char *key, const uint8_t *nonce,
+		     const char *name_in, uint8_t *mac)
 {
 	unsigned char msg[RKV_AUTH_NONCE_LEN + RKV_NAME_MAX + 11];
 	char name[RKV_NAME_MAX] = { 0 };
@@ -164,8 +168,13 @@ static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
 	memcpy(msg, nonce, RKV_AUTH_NONCE_LEN);
 	memcpy(msg + RKV_AUTH_NONCE_LEN, name, RKV_NAME_MAX);
 	memcpy(msg + RKV_AUTH_NONCE_LEN + RKV_NAME_MAX, "rkv-auth-v1", 11);
-	HMAC(EVP_sha256(), k_secret, (int)strlen(k_secret), msg, sizeof(msg),
-	     mac, &len);
+	HMAC(EVP_sha256(), key, (int)strlen(key), msg, sizeof(msg), mac,
+	     &len);
+}
+
+static void mac_of(const uint8_t *nonce, const char *name_in, uint8_t *mac)
+{
+	mac_with(k_secret, nonce, name_in, mac);
 }
 
 /* One one-sided WR, signaled; returns its completion status. */
@@ -194,6 +203,34 @@ static int raw_onesided(struct test_raw *r, enum rkv_wr_opcode op, uint64_t addr
 				return (int)wc[i].status;
 	}
 	return 999;
+}
+
+/* READ the whole index (len bytes, 64 buckets) into idx and find its
+ * first used slot: *word, at word index *wi.  0, or -1 (said why). */
+static int first_slot(struct test_raw *r, const struct rkv_msg_hello_reply *h,
+		      char *idx, size_t len, uint64_t *word, unsigned *wi)
+{
+	int st;
+
+	*word = 0;
+	if (h->nbuckets * 64 != len) {
+		printf("#   %llu buckets, not %zu\n",
+		       (unsigned long long)h->nbuckets, len / 64);
+		return -1;
+	}
+	st = raw_onesided(r, RKV_WR_READ, h->index_addr, h->index_rkey,
+			  (uint32_t)len, 0, 0);
+	if (st != RKV_WC_SUCCESS) {
+		printf("#   index READ: %s\n",
+		       rkv_wc_status_str((enum rkv_wc_status)st));
+		return -1;
+	}
+	memcpy(idx, r->data, len);
+	for (unsigned i = 0; i < len / 8 && !*word; i++) {
+		memcpy(word, idx + i * 8, 8);
+		*wi = i;
+	}
+	return *word ? 0 : -1;
 }
 
 /* A WRITE, CAS (compare word) or FETCH_ADD of 64 bytes / one word at addr
@@ -279,10 +316,14 @@ static void t_auth_secret(void)
 }
 
 /* Run rkv-server with a bad --secret-file: exit 2, one line on stderr. */
-static int server_exit(const char *secret_file, char *err, size_t errlen)
+/* Run rkv-server with --listen and args (at most 6) until it exits; its
+ * stderr in err.  Returns its exit status. */
+static int server_exit_args(const char *const *args, char *err,
+			    size_t errlen)
 {
 	char path[600], listen[300], tmp[300];
-	int st = -1;
+	const char *argv[10];
+	int st = -1, na = 0;
 
 	snprintf(path, sizeof(path), "%s/rkv-server", test_bin_dir());
 	snprintf(tmp, sizeof(tmp), "%s/stderr", g_dir);
@@ -296,8 +337,13 @@ static int server_exit(const char *secret_file, char *err, size_t errlen)
 		dup2(nul, 0);
 		dup2(nul, 1);
 		dup2(fd, 2);
-		execl(path, path, "--listen", listen, "--secret-file",
-		      secret_file, (char *)NULL);
+		argv[na++] = path;
+		argv[na++] = "--listen";
+		argv[na++] = listen;
+		for (int i = 0; args[i] && na < 9; i++)
+			argv[na++] = args[i];
+		argv[na] = NULL;
+		execv(path, (char *const *)argv);
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {
@@ -320,6 +366,13 @@ static int server_exit(const char *secret_file, char *err, size_t errlen)
 		fclose(f);
 	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int server_exit(const char *secret_file, char *err, size_t errlen)
+{
+	const char *args[] = { "--secret-file", secret_file, NULL };
+
+	return server_exit_args(args, err, errlen);
 }
 
 static void t_secret_file_checks(void)
@@ -553,8 +606,9 @@ static void t_read_only_client(void)
 
 /* Connect (raw) with HELLO flags, answer the challenge if there is one,
  * and take the geometry from HELLO_REPLY. */
-static int raw_login(struct test_raw *r, const char *addr, unsigned flags,
-		     struct rkv_msg_hello_reply *h)
+static int raw_login_with(struct test_raw *r, const char *addr,
+			  unsigned flags, const char *key,
+			  struct rkv_msg_hello_reply *h)
 {
 	struct rkv_msg m, d;
 	int rc = test_raw_open(r, addr, 4);
@@ -564,8 +618,8 @@ static int raw_login(struct test_raw *r, const char *addr, unsigned flags,
 	if (!rc && d.hdr.type == RKV_MSG_AUTH_CHALLENGE) {
 		memset(&m, 0, sizeof(m));
 		m.hdr.type = RKV_MSG_AUTH_RESPONSE;
-		mac_of(d.u.auth_challenge.nonce, "ro-raw",
-		       m.u.auth_response.mac);
+		mac_with(key, d.u.auth_challenge.nonce, "ro-raw",
+			 m.u.auth_response.mac);
 		rc = test_raw_call(r, &m, &d);
 	}
 	if (!rc && (d.hdr.type != RKV_MSG_HELLO_REPLY ||
@@ -574,6 +628,12 @@ static int raw_login(struct test_raw *r, const char *addr, unsigned flags,
 	if (!rc)
 		*h = d.u.hello_reply;
 	return rc;
+}
+
+static int raw_login(struct test_raw *r, const char *addr, unsigned flags,
+		     struct rkv_msg_hello_reply *h)
+{
+	return raw_login_with(r, addr, flags, k_secret, h);
 }
 
 /* Connect read-only (raw): raw_login with RKV_HELLO_READ_ONLY. */
@@ -600,16 +660,8 @@ static void t_read_only_raw(void)
 	EXPECT_EQ(kput(rw, "victim", "precious"), 0);
 	ASSERT_EQ(ro_conn(&r, s.addr, &h), 0);
 	EXPECT_EQ(h.counters_count, 0); /* no counter region for read-only */
-	ASSERT_EQ(h.nbuckets * 64, sizeof(idx0));
 	/* reading is allowed: find the victim's slot */
-	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, h.index_addr, h.index_rkey,
-			       sizeof(idx0), 0, 0), RKV_WC_SUCCESS);
-	memcpy(idx0, r.data, sizeof(idx0));
-	for (unsigned i = 0; i < sizeof(idx0) / 8 && !word; i++) {
-		memcpy(&word, idx0 + i * 8, 8);
-		wi = i;
-	}
-	ASSERT_TRUE(word != 0);
+	ASSERT_EQ(first_slot(&r, &h, idx0, sizeof(idx0), &word, &wi), 0);
 	blk_addr = h.data_addr + (word & ((1ull << 34) - 1)) * 64;
 	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
 			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
@@ -648,6 +700,149 @@ static void t_read_only_raw(void)
 	EXPECT_EQ(kget(rw, "victim", buf, sizeof(buf)), 0);
 	EXPECT_STREQ(buf, "precious");
 	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+
+/* ------------------------------------------- read-only credentials */
+
+static int start_ro(struct test_srv *s, int with_full)
+{
+	const char *both[] = { "--buckets", "64", "--memory", "4M",
+			       "--secret-file", g_secret,
+			       "--read-only-secret-file", g_ro, NULL };
+	const char *ro_only[] = { "--buckets", "64", "--memory", "4M",
+				  "--read-only-secret-file", g_ro, NULL };
+
+	return start(s, with_full ? both : ro_only);
+}
+
+/* The server, not the client, decides: a client that proves the
+ * read-only secret reads and cannot write, without asking for it. */
+static void t_ro_secret(void)
+{
+	struct test_srv s;
+	struct rkv_client *rw = NULL, *ro = NULL, *bad = NULL;
+	struct rkv_server_stats st;
+	struct rkv_ext_info info;
+	char buf[64];
+	int calls = 0;
+
+	ASSERT_EQ(start_ro(&s, 1), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rw), 0);
+	ASSERT_EQ(connect_c(s.addr, g_ro, 0, &ro), 0); /* does not ask */
+	EXPECT_EQ(kput(rw, "a", "old-a"), 0);
+	EXPECT_EQ(kget(ro, "a", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-a");
+	rkv_ext_info(ro, &info);
+	EXPECT_EQ(info.read_only, 1);
+	EXPECT_EQ(kput(ro, "a", "new"), -EACCES);
+	EXPECT_EQ(kput(ro, "fresh", "new"), -EACCES);
+	EXPECT_EQ(rkv_delete(ro, "a", 1), -EACCES);
+	EXPECT_EQ(rkv_rmw(ro, "a", 1, keep_fn, &calls), -EACCES);
+	EXPECT_EQ(calls, 0);
+	EXPECT_EQ(kget(rw, "a", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "old-a");
+	EXPECT_EQ(kget(rw, "fresh", buf, sizeof(buf)), -ENOENT);
+	EXPECT_EQ(kput(rw, "a", "newer"), 0); /* full access still writes */
+	EXPECT_EQ(kget(ro, "a", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "newer");
+	/* neither secret: refused */
+	EXPECT_EQ(connect_c(s.addr, g_wrong, 0, &bad), -EACCES);
+	EXPECT_EQ(connect_c(s.addr, NULL, 0, &bad), -EACCES);
+	ASSERT_EQ(rkv_server_stats(rw, 0, &st), 0);
+	EXPECT_EQ(st.auth_failures, 2);
+	rkv_client_destroy(ro);
+	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* A raw peer with the read-only secret that does not ask for read-only
+ * rkeys gets them anyway: its WRITE, CAS and FETCH_ADD are refused on
+ * the wire, its chunk request too, and every denial is counted. */
+static void t_ro_secret_raw(void)
+{
+	struct test_srv s;
+	struct rkv_client *rw = NULL;
+	struct rkv_msg_hello_reply h, hf;
+	struct rkv_server_stats st;
+	struct rkv_msg m, d;
+	struct test_raw r;
+	static char idx0[4096];
+	char buf[64];
+	uint64_t word = 0;
+	unsigned wi = 0;
+
+	ASSERT_EQ(start_ro(&s, 1), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rw), 0);
+	EXPECT_EQ(kput(rw, "victim", "precious"), 0);
+	/* the full secret's rkeys, for comparison */
+	ASSERT_EQ(raw_login_with(&r, s.addr, 0, k_secret, &hf), 0);
+	EXPECT_EQ(hf.flags & RKV_HELLO_REPLY_READ_ONLY, 0);
+	test_raw_close(&r);
+	ASSERT_EQ(raw_login_with(&r, s.addr, 0, k_ro, &h), 0);
+	EXPECT_EQ(h.flags & RKV_HELLO_REPLY_READ_ONLY,
+		  RKV_HELLO_REPLY_READ_ONLY);
+	EXPECT_EQ(h.counters_count, 0);
+	ASSERT_EQ(first_slot(&r, &h, idx0, sizeof(idx0), &word, &wi), 0);
+	/* asking for a chunk is refused and counted */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_CHUNK_ALLOC;
+	ASSERT_EQ(test_raw_call(&r, &m, &d), 0);
+	EXPECT_EQ(d.hdr.type, RKV_MSG_CHUNK_GRANT);
+	EXPECT_EQ(d.u.chunk_grant.status, -EPERM);
+	test_raw_close(&r);
+	enum rkv_wr_opcode ops[] = { RKV_WR_WRITE, RKV_WR_CAS,
+				     RKV_WR_FETCH_ADD };
+
+	for (size_t t = 0; t < 3; t++) {
+		ASSERT_EQ(raw_login_with(&r, s.addr, 0, k_ro, &h), 0);
+		EXPECT_TRUE(refused_op(&r, ops[t], 0,
+				       h.index_addr + wi * 8ull, h.index_rkey,
+				       word));
+		test_raw_close(&r);
+	}
+	EXPECT_EQ(kget(rw, "victim", buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "precious");
+	ASSERT_EQ(rkv_server_stats(rw, 0, &st), 0);
+	EXPECT_EQ(st.denied, 1);
+	EXPECT_EQ(st.auth_failures, 0);
+	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/* Bad credential files refuse the start, naming the option and file;
+ * a read-only secret alone lets clients read and nobody write. */
+static void t_ro_secret_checks(void)
+{
+	char err[512], same[300], missing[300];
+	const char *dup[] = { "--secret-file", g_secret,
+			      "--read-only-secret-file", same, NULL };
+	const char *gone[] = { "--secret-file", g_secret,
+			       "--read-only-secret-file", missing, NULL };
+	struct test_srv s;
+	struct rkv_client *ro = NULL, *none = NULL;
+	char buf[64];
+
+	snprintf(same, sizeof(same), "%s/same", g_dir);
+	snprintf(missing, sizeof(missing), "%s/no-such-file", g_dir);
+	ASSERT_EQ(write_file(same, k_secret, 0600), 0);
+	EXPECT_EQ(server_exit_args(dup, err, sizeof(err)), 2);
+	printf("#   %s", err);
+	EXPECT_TRUE(strstr(err, "same secret") != NULL);
+	EXPECT_TRUE(strstr(err, same) != NULL);
+	EXPECT_EQ(server_exit_args(gone, err, sizeof(err)), 2);
+	printf("#   %s", err);
+	EXPECT_TRUE(strstr(err, "--read-only-secret-file") != NULL);
+	EXPECT_TRUE(strstr(err, missing) != NULL);
+	EXPECT_TRUE(strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+	/* read-only secret alone */
+	ASSERT_EQ(start_ro(&s, 0), 0);
+	EXPECT_EQ(connect_c(s.addr, NULL, 0, &none), -EACCES);
+	ASSERT_EQ(connect_c(s.addr, g_ro, 0, &ro), 0);
+	EXPECT_EQ(kget(ro, "k", buf, sizeof(buf)), -ENOENT);
+	EXPECT_EQ(kput(ro, "k", "v"), -EACCES);
+	rkv_client_destroy(ro);
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
@@ -1817,8 +2012,10 @@ int main(int argc, char **argv)
 	}
 	snprintf(g_secret, sizeof(g_secret), "%s/secret", g_dir);
 	snprintf(g_wrong, sizeof(g_wrong), "%s/wrong", g_dir);
+	snprintf(g_ro, sizeof(g_ro), "%s/read-only", g_dir);
 	if (write_file(g_secret, k_secret, 0600) ||
-	    write_file(g_wrong, "not the secret 0123456789", 0600)) {
+	    write_file(g_wrong, "not the secret 0123456789", 0600) ||
+	    write_file(g_ro, k_ro, 0600)) {
 		printf("1..0 # SKIP cannot write secret files\n");
 		return 77;
 	}
@@ -1828,6 +2025,9 @@ int main(int argc, char **argv)
 	RKV_TEST(t_garbage_before_auth);
 	RKV_TEST(t_read_only_client);
 	RKV_TEST(t_read_only_raw);
+	RKV_TEST(t_ro_secret);
+	RKV_TEST(t_ro_secret_raw);
+	RKV_TEST(t_ro_secret_checks);
 	RKV_TEST(t_secret_env);
 	RKV_TEST(t_rotate_rkeys);
 	RKV_TEST(t_max_clients);

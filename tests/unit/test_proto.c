@@ -640,19 +640,24 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX bytes of body now; the
-	 * older forms (64: no counter fields, 80: no server name) are
-	 * refused, not half-read, and so is a name without its NUL */
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 4 bytes of body now;
+	 * the older forms (64: no counter fields, 80: no server name,
+	 * 80 + name: no flags) are refused, not half-read, and so is a name
+	 * without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
+	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
-	for (uint32_t old_len = RKV_MSG_HDR_SIZE + 64;
-	     old_len <= RKV_MSG_HDR_SIZE + 80; old_len += 16) {
-		memcpy(buf + 8, &old_len, 4);
-		EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
+	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
+	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX };
+
+	for (unsigned i = 0; i < 3; i++) {
+		memcpy(buf + 8, &olds[i], 4);
+		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}
 	memset(m.u.hello_reply.server_name, 'x', RKV_SERVER_NAME_MAX);
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
@@ -758,19 +763,22 @@ static void t_msg_auth(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_encode(&m, buf, RKV_MSG_HDR_SIZE + 31), -ENOSPC);
 
-	/* STATS_REPLY carries auth_failures last */
+	/* STATS_REPLY carries auth_failures, then denied, last */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_STATS_REPLY;
 	m.u.stats_reply.ctrl_msgs = 3;
 	m.u.stats_reply.auth_failures = 42;
+	m.u.stats_reply.denied = 7;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 14 * 8);
-	EXPECT_EQ(buf[n - 8], 42);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 15 * 8);
+	EXPECT_EQ(buf[n - 16], 42);
+	EXPECT_EQ(buf[n - 8], 7);
 	ASSERT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.stats_reply.auth_failures, 42);
+	EXPECT_EQ(d.u.stats_reply.denied, 7);
 	EXPECT_EQ(d.u.stats_reply.ctrl_msgs, 3);
-	/* the 13-counter form is refused, not half-read */
-	uint32_t old_len = RKV_MSG_HDR_SIZE + 13 * 8;
+	/* the 14-counter form is refused, not half-read */
+	uint32_t old_len = RKV_MSG_HDR_SIZE + 14 * 8;
 
 	memcpy(buf + 8, &old_len, 4);
 	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
