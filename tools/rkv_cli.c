@@ -2,11 +2,16 @@
 /*
  * rkv_cli.c - rkv, the command-line client.
  *
- *   rkv [--servers A,B | --cluster FILE] get KEY
- *   rkv ... put KEY VALUE        (VALUE "-" reads stdin)
- *   rkv ... del KEY
- *   rkv ... stat                 (per-server counters)
+ *   rkv [--servers A,B | --cluster FILE] [--raw | --no-raw | --json]
+ *       get KEY | put KEY VALUE | del KEY | exists KEY... | mget KEY... |
+ *       mput KEY VALUE... | incr KEY [BY] | decr KEY [BY] | stat
  *   rkv --version
+ *
+ * A KEY or VALUE argument is its own bytes, "-" all of stdin (one such
+ * argument per command, read once connected), "@FILE" the file's bytes
+ * (read before connecting), "@@..." the argument less its first "@".
+ * incr and decr keep 8-byte little-endian signed counters with rkv_rmw,
+ * so concurrent clients never lose an update.
  *
  * --secret-file FILE (default $RKV_SECRET_FILE) answers the challenge of
  * servers started with --secret-file; --read-only asks for read-only
@@ -18,14 +23,19 @@
  * key and value limits of rkv.h included), the server address for a
  * connection or an operation, with librkv's own word for the cause when
  * its log callback gave one (no command at all: that one line, then the
- * usage as a hint).  librkv logs nothing else here; set
+ * usage as a hint).  No error line shows more than SHOWN_MAX bytes of a
+ * key or value.  librkv logs nothing else here; set
  * RKV_LOG_LEVEL=debug|info|warn|error to see its messages as they come.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "msg.h"
@@ -34,7 +44,8 @@
 #include "transport.h"
 #include "version.h"
 
-#define SHOWN_KEY_MAX 48 /* bytes of a key shown in an error line */
+/* bytes of escaped key or value an error line shows (under 64) */
+#define SHOWN_MAX 48
 
 /*
  * librkv's log callback: the first message at warn or above that says
@@ -90,19 +101,60 @@ static void log_level_from_env(void)
 			g_log.show_from = i;
 }
 
+/* How values and results are printed (--raw, --no-raw, --json). */
+enum out_mode {
+	OUT_AUTO,  /* get: exact bytes to a pipe or file, printable to a tty */
+	OUT_RAW,   /* the exact bytes */
+	OUT_PRINT, /* printable: \xNN and \\ escapes, a newline after */
+	OUT_JSON,  /* one JSON object per command */
+};
+
+static enum out_mode g_mode = OUT_AUTO;
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rkv [--servers [NAME=]ADDR[,...] | --cluster FILE]\n"
 		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
-		"           COMMAND\n"
+		"           [--raw | --no-raw | --json] COMMAND\n"
 		"       rkv --help | --version\n"
 		"commands:\n"
 		"  get KEY            print the value (exit 1 if absent)\n"
-		"  put KEY VALUE      store VALUE (\"-\": read stdin)\n"
+		"  put KEY VALUE      store VALUE\n"
 		"  del KEY            delete (exit 1 if absent)\n"
+		"  exists KEY...      print how many of the keys are present\n"
+		"  mget KEY...        print each value on a line of its own,\n"
+		"                     (nil) if absent (exit 1 if any is)\n"
+		"  mput KEY VALUE [KEY VALUE...]\n"
+		"                     store each pair\n"
+		"  incr KEY [BY]      add BY (default 1) to a counter and print\n"
+		"                     it: 8 bytes, little-endian, signed; an\n"
+		"                     absent key counts from 0; atomic (rmw)\n"
+		"  decr KEY [BY]      subtract BY (default 1) likewise\n"
+		"                     (a negative BY after \"--\": incr k -- -5)\n"
 		"  stat               per-server counters\n"
 		"  admin ...          a cluster in etcd (rkv admin --help)\n"
+		"KEY, VALUE: the argument's bytes; \"-\": all of stdin (one\n"
+		"  argument per command); \"@FILE\": the bytes of FILE;\n"
+		"  \"@@...\": the argument less its first @ (@@x is \"@x\")\n"
+		"output:\n"
+		"  (default)  printable: bytes outside printable ASCII as \\xNN,\n"
+		"             \\ as \\\\, a newline after each value; but get\n"
+		"             to a pipe or file writes the exact bytes\n"
+		"  --raw      the exact bytes: get adds no newline; mget ends\n"
+		"             each value with one, an absent one is empty\n"
+		"  --no-raw   printable, even when stdout is not a terminal\n"
+		"  --json     one JSON object per command:\n"
+		"             get: {\"key\":K,\"value\":V} (V null if absent)\n"
+		"             mget: {\"values\":[{\"key\":K,\"value\":V},...]}\n"
+		"             put: {\"key\":K,\"ok\":true}  del: {\"key\":K,"
+		"\"deleted\":B}\n"
+		"             mput: {\"stored\":N}  exists: {\"exists\":N}\n"
+		"             incr, decr: {\"key\":K,\"value\":N}\n"
+		"             stat: {\"servers\":[{\"server\":S,COUNTER:N,...}]}\n"
+		"             a key or value that is not UTF-8 comes as\n"
+		"             \"key_base64\" or \"value_base64\" instead\n"
+		"  exists, incr and decr print a decimal number in every mode\n"
 		"ADDR: tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT\n"
 		"cluster FILE: one server per line, \"NAME ADDR\" or \"ADDR\", "
 		"any order;\n  or etcd://HOST:PORT/CLUSTER (rkv admin)\n"
@@ -114,19 +166,239 @@ static void usage(FILE *f)
 		RKV_KEY_MAX, RKV_VALUE_MAX);
 }
 
-/* A key as an error line shows it: printable bytes, at most
- * SHOWN_KEY_MAX of them. */
-static const char *shown_key(const char *key)
+/* c as printable output shows it, into e (4 bytes); returns the length. */
+static size_t escape_byte(unsigned char c, char *e)
 {
-	static char buf[SHOWN_KEY_MAX + 4];
-	size_t n = strlen(key), i;
+	static const char hex[] = "0123456789abcdef";
 
-	for (i = 0; i < n && i < SHOWN_KEY_MAX; i++)
-		buf[i] = key[i] >= 0x20 && key[i] < 0x7f ? key[i] : '?';
-	snprintf(buf + i, sizeof(buf) - i, "%s", n > SHOWN_KEY_MAX ? "..." : "");
+	if (c == '\\') {
+		e[0] = e[1] = '\\';
+		return 2;
+	}
+	if (c >= 0x20 && c < 0x7f) {
+		e[0] = (char)c;
+		return 1;
+	}
+	e[0] = '\\';
+	e[1] = 'x';
+	e[2] = hex[c >> 4];
+	e[3] = hex[c & 15];
+	return 4;
+}
+
+/*
+ * Bytes of a key or value (or any argument) as an error line shows them:
+ * escaped as printable output is, at most SHOWN_MAX bytes of it, then
+ * "... (N bytes)" if that was not all (with_len 0: just "...", for a
+ * line that gives the length itself).  Four buffers in turn, so one line
+ * can show several.
+ */
+static const char *shown(const char *p, size_t n, int with_len)
+{
+	static char bufs[4][SHOWN_MAX + 40]; /* and "... (N bytes)" */
+	static unsigned next;
+	char *buf = bufs[next++ % 4];
+	size_t o = 0, i;
+
+	for (i = 0; i < n; i++) {
+		char e[4];
+		size_t el = escape_byte((unsigned char)p[i], e);
+
+		if (o + el > SHOWN_MAX)
+			break;
+		memcpy(buf + o, e, el);
+		o += el;
+	}
+	buf[o] = '\0';
+	if (i < n)
+		snprintf(buf + o, sizeof(bufs[0]) - o,
+			 with_len ? "... (%zu bytes)" : "...", n);
 	return buf;
 }
 
+static const char *shown_str(const char *s)
+{
+	return shown(s, strlen(s), 1);
+}
+
+/*
+ * A key or value of the command line: the argument's own bytes, or those
+ * of a file (@FILE) or of stdin (-).
+ */
+struct blob {
+	const char *p;
+	size_t len;
+	size_t size;      /* the whole input's length; 0: unknown (over cap) */
+	char *owned;      /* malloc'ed bytes read from a file or stdin */
+	const char *file; /* the FILE of @FILE, else NULL */
+	int is_key;
+	int from_stdin;   /* "-": read once connected */
+};
+
+/* A key as the error lines about it show it ("-" while stdin is unread). */
+static const char *key_shown(const struct blob *key, int with_len)
+{
+	return key->from_stdin && !key->p ? "-"
+					  : shown(key->p, key->len, with_len);
+}
+
+/* the most read from a file or stdin: one byte more than a value may
+ * hold, so that a larger input is seen as such */
+#define READ_CAP (RKV_VALUE_MAX + 1)
+
+/*
+ * All of fd, at most READ_CAP bytes.  NULL with errno set on a read
+ * error.
+ */
+static char *read_all(int fd, size_t *len)
+{
+	size_t n = 0;
+	char *buf = malloc(READ_CAP);
+
+	if (!buf)
+		return NULL;
+	while (n < READ_CAP) {
+		ssize_t r = read(fd, buf + n, READ_CAP - n);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*len = n;
+	return buf;
+}
+
+/* " on stdin", " in 'FILE'" or "": where b came from, for an error line */
+static const char *blob_where(const struct blob *b)
+{
+	static char buf[SHOWN_MAX + 48];
+
+	if (b->from_stdin)
+		return " on stdin";
+	if (!b->file)
+		return "";
+	snprintf(buf, sizeof(buf), " in '%s'", shown_str(b->file));
+	return buf;
+}
+
+/* b read from a file: the bytes of path.  Returns 0, or 2 after a line. */
+static int blob_read_file(const char *cmd, struct blob *b, const char *path)
+{
+	const char *what = b->is_key ? "key" : "value";
+	struct stat st;
+	int fd, err;
+
+	b->file = path;
+	if (!*path) {
+		fprintf(stderr, "rkv: %s: '@' names no %s file (\"@@\" is a "
+				"literal \"@\")\n", cmd, what);
+		return 2;
+	}
+	fd = open(path, O_RDONLY);
+	if (fd < 0) {
+		fprintf(stderr, "rkv: %s: cannot open %s file '%s': %s\n", cmd,
+			what, shown_str(path), strerror(errno));
+		return 2;
+	}
+	b->owned = read_all(fd, &b->len);
+	err = errno;
+	if (b->owned && b->len == READ_CAP && !fstat(fd, &st) &&
+	    S_ISREG(st.st_mode))
+		b->size = (size_t)st.st_size;
+	else if (b->owned)
+		b->size = b->len < READ_CAP ? b->len : 0;
+	close(fd);
+	if (!b->owned) {
+		fprintf(stderr, "rkv: %s: cannot read %s file '%s': %s\n", cmd,
+			what, shown_str(path), strerror(err));
+		return 2;
+	}
+	b->p = b->owned;
+	return 0;
+}
+
+/*
+ * b from the argument arg: its bytes, "@FILE" (read now), "@@..." (arg
+ * less its first @), or "-" (stdin, read later by blob_read_stdin).
+ * Returns 0, or 2 after one line.
+ */
+static int blob_from_arg(const char *cmd, struct blob *b, const char *arg,
+			 int is_key)
+{
+	*b = (struct blob){ .is_key = is_key };
+	if (!strcmp(arg, "-")) {
+		b->from_stdin = 1;
+		return 0;
+	}
+	if (arg[0] == '@' && arg[1] != '@')
+		return blob_read_file(cmd, b, arg + 1);
+	b->p = arg[0] == '@' ? arg + 1 : arg;
+	b->len = b->size = strlen(b->p);
+	return 0;
+}
+
+/* The "-" blob: all of stdin.  Returns 0, or 2 after one line naming
+ * key (the key b is the value of; NULL when b is a key). */
+static int blob_read_stdin(const char *cmd, struct blob *b,
+			   const struct blob *key)
+{
+	b->owned = read_all(0, &b->len);
+	if (!b->owned) {
+		fprintf(stderr, "rkv: %s%s%s: cannot read stdin: %s\n", cmd,
+			key ? " " : "", key ? key_shown(key, 1) : "",
+			strerror(errno));
+		return 2;
+	}
+	b->p = b->owned;
+	b->size = b->len < READ_CAP ? b->len : 0;
+	return 0;
+}
+
+/*
+ * Check b against the limits of rkv.h: a key of 1 to RKV_KEY_MAX bytes,
+ * a value of at most RKV_VALUE_MAX (key: the key of that value).
+ * Returns 0, or 2 after one line that names the limit.
+ */
+static int check_blob(const char *cmd, const struct blob *b,
+		      const struct blob *key)
+{
+	const char *where = blob_where(b);
+
+	if (b->is_key && !b->len) {
+		fprintf(stderr, "rkv: %s: the key%s is empty\n", cmd, where);
+		return 2;
+	}
+	if (b->is_key && b->len > RKV_KEY_MAX) {
+		if (b->size)
+			fprintf(stderr, "rkv: %s %s: the key%s is %zu bytes, "
+					"longer than %u (RKV_KEY_MAX)\n", cmd,
+				shown(b->p, b->len, 0), where, b->size,
+				RKV_KEY_MAX);
+		else
+			fprintf(stderr, "rkv: %s %s: the key%s is longer than "
+					"%u bytes (RKV_KEY_MAX)\n", cmd,
+				shown(b->p, b->len, 0), where, RKV_KEY_MAX);
+		return 2;
+	}
+	if (b->is_key || b->len <= RKV_VALUE_MAX)
+		return 0;
+	if (b->size)
+		fprintf(stderr, "rkv: %s %s: the value of %zu bytes%s is over "
+				"the limit of %u bytes (RKV_VALUE_MAX)\n", cmd,
+			key_shown(key, 1), b->size, where,
+			RKV_VALUE_MAX);
+	else
+		fprintf(stderr, "rkv: %s %s: the value%s is larger than %u "
+				"bytes (RKV_VALUE_MAX)\n", cmd,
+			key_shown(key, 1), where, RKV_VALUE_MAX);
+	return 2;
+}
 /*
  * Check --servers (or $RKV_SERVERS) before connecting: each address must
  * parse and all must use one provider (a client has one transport).
@@ -154,7 +426,7 @@ static int check_servers(const char *servers, const char *from)
 			fprintf(stderr,
 				"rkv: %s: '%s' is not an address (tcp://HOST:PORT, "
 				"shm:///NAME or verbs://HOST:PORT)\n",
-				from, s);
+				from, shown_str(s));
 			rc = 2;
 			break;
 		}
@@ -164,7 +436,7 @@ static int check_servers(const char *servers, const char *from)
 			fprintf(stderr,
 				"rkv: %s: '%s' is not a %s address like the first "
 				"(one client uses one transport)\n",
-				from, s, rkv_tp_provider_str(first.provider));
+				from, shown_str(s), rkv_tp_provider_str(first.provider));
 			rc = 2;
 			break;
 		}
@@ -195,28 +467,16 @@ static void bad_option(const char *arg, int opt,
 			}
 		}
 	}
-	if (opt && strncmp(arg, "--", 2))
+	if (arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9' &&
+	    strspn(arg + 1, "0123456789") == strlen(arg + 1))
+		/* options may follow the command: "--" ends them */
+		fprintf(stderr, "rkv: '%s' is taken for an option: put \"--\" "
+				"before a negative number\n", shown_str(arg));
+	else if (opt && strncmp(arg, "--", 2))
 		fprintf(stderr, "rkv: unknown option '-%c' (try --help)\n", opt);
 	else
-		fprintf(stderr, "rkv: unknown option '%s' (try --help)\n", arg);
-}
-
-static int check_key(const char *cmd, const char *key)
-{
-	size_t n = strlen(key);
-
-	if (n == 0) {
-		fprintf(stderr, "rkv: %s: the key is empty\n", cmd);
-		return 2;
-	}
-	if (n > RKV_KEY_MAX) {
-		fprintf(stderr,
-			"rkv: %s %s: the key is %zu bytes, longer than %u "
-			"(RKV_KEY_MAX)\n",
-			cmd, shown_key(key), n, RKV_KEY_MAX);
-		return 2;
-	}
-	return 0;
+		fprintf(stderr, "rkv: unknown option '%s' (try --help)\n",
+			shown_str(arg));
 }
 
 /* Why a failed connect may have failed, beyond the error code. */
@@ -262,25 +522,67 @@ static int fail_connect(const char *where, int rc,
 	return 2;
 }
 
+/* What a command works on, for the functions that run it. */
+struct ctx {
+	struct rkv_client *c;
+	const struct rkv_client_opts *o;
+	const char *cmd;
+	struct blob *args; /* its keys and values, in order */
+	size_t nargs;
+	int64_t by;        /* incr, decr */
+	char label[400];   /* the server of the last key_addr */
+};
+
+/* "NAME (ADDR)", or ADDR when the name is the address's own. */
+static const char *server_label(struct rkv_client *c, unsigned i, char *buf,
+				size_t cap)
+{
+	const char *a = rkv_client_server_addr(c, i);
+	const char *n = rkv_client_server_name(c, i);
+	const char *rest = strstr(a, "://");
+
+	rest = rest ? rest + 3 : a;
+	while (*rest == '/')
+		rest++;
+	if (!strcmp(n, rest))
+		return a;
+	snprintf(buf, cap, "%s (%s)", n, a);
+	return buf;
+}
+
+/* The server key routes to, as error lines name it. */
+static const char *key_addr(struct ctx *x, const struct blob *key)
+{
+	return server_label(x->c, rkv_client_route(x->c, key->p, key->len),
+			    x->label, sizeof(x->label));
+}
+
 /*
  * One line for a failed operation on key (stat: key NULL) at server addr.
  * Returns the exit status: 1 for -ENOENT, else 2.
  */
-static int fail_op(const char *cmd, const char *key, const char *addr, int rc,
-		   const struct rkv_client_opts *o)
+static int fail_op(const struct ctx *x, const struct blob *key,
+		   const char *addr, int rc)
 {
 	const char *detail = log_detail(rc), *hint = NULL;
-	char what[SHOWN_KEY_MAX + 16];
+	char what[SHOWN_MAX + 48];
 
-	snprintf(what, sizeof(what), "%s%s%s", cmd, key ? " " : "",
-		 key ? shown_key(key) : "");
+	snprintf(what, sizeof(what), "%s%s%s", x->cmd, key ? " " : "",
+		 key ? shown(key->p, key->len, 1) : "");
 	if (rc == -ENOENT) {
 		fprintf(stderr, "rkv: %s: not found\n", what);
 		return 1;
 	}
-	if (rc == -EACCES && o->read_only) {
+	if (rc == -EACCES && x->o->read_only) {
 		fprintf(stderr, "rkv: %s: %s (a --read-only client cannot "
 				"write)\n", what, strerror(-rc));
+		return 2;
+	}
+	if (rc == -EACCES) {
+		/* the server made us read-only: its --read-only-secret-file */
+		fprintf(stderr, "rkv: %s: %s (server %s grants this secret "
+				"read-only access)\n", what, strerror(-rc),
+			addr);
 		return 2;
 	}
 	switch (rc) {
@@ -314,33 +616,430 @@ static int fail_op(const char *cmd, const char *key, const char *addr, int rc,
 	return 2;
 }
 
-/*
- * All of stdin, at most RKV_VALUE_MAX + 1 bytes (one more than a value may
- * hold, so that a larger input is seen as such).  NULL with errno set on a
- * read error.
- */
-static char *read_stdin(size_t *len)
+/* ------------------------------------------------------------ output */
+
+static void out_printable(const char *p, size_t n)
 {
-	size_t cap = RKV_VALUE_MAX + 1, n = 0;
-	char *buf = malloc(cap);
+	for (size_t i = 0; i < n; i++) {
+		char e[4];
+
+		fwrite(e, 1, escape_byte((unsigned char)p[i], e), stdout);
+	}
+}
+
+/* Whether p holds well-formed UTF-8 (no overlong forms, no surrogates,
+ * nothing past U+10FFFF): what a JSON string may carry as it is. */
+static int utf8_valid(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned c = p[i], need;
+		uint32_t cp, min;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1, cp = c & 0x1f, min = 0x80;
+		else if ((c & 0xf0) == 0xe0)
+			need = 2, cp = c & 0x0f, min = 0x800;
+		else if (c >= 0xf0 && c <= 0xf4)
+			need = 3, cp = c & 0x07, min = 0x10000;
+		else
+			return 0;
+		if (n - i <= need)
+			return 0;
+		for (unsigned k = 1; k <= need; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (p[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += need + 1;
+	}
+	return 1;
+}
+
+/* p as the inside of a JSON string: ", \ and control bytes escaped. */
+static void out_json_chars(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", stdout);
+			break;
+		case '\\':
+			fputs("\\\\", stdout);
+			break;
+		case '\n':
+			fputs("\\n", stdout);
+			break;
+		case '\r':
+			fputs("\\r", stdout);
+			break;
+		case '\t':
+			fputs("\\t", stdout);
+			break;
+		default:
+			if (c < 0x20 || c == 0x7f)
+				printf("\\u%04x", c);
+			else
+				putchar(c);
+		}
+	}
+}
+
+static void out_base64(const unsigned char *p, size_t n)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (i + 2 < n)
+			v |= p[i + 2];
+		putchar(b64[v >> 18 & 63]);
+		putchar(b64[v >> 12 & 63]);
+		putchar(i + 1 < n ? b64[v >> 6 & 63] : '=');
+		putchar(i + 2 < n ? b64[v & 63] : '=');
+	}
+}
+
+/* "name":"p" for UTF-8 bytes, else "name_base64":"..." (JSON strings
+ * hold text only). */
+static void out_json_bytes(const char *name, const char *p, size_t n)
+{
+	if (utf8_valid((const unsigned char *)p, n)) {
+		printf("\"%s\":\"", name);
+		out_json_chars(p, n);
+	} else {
+		printf("\"%s_base64\":\"", name);
+		out_base64((const unsigned char *)p, n);
+	}
+	putchar('"');
+}
+
+/* A value of get or mget (NULL: absent) in g_mode; auto: as mode_auto. */
+static void out_value(const char *p, size_t n, enum out_mode mode_auto)
+{
+	enum out_mode m = g_mode == OUT_AUTO ? mode_auto : g_mode;
+
+	if (m == OUT_RAW) {
+		if (p)
+			fwrite(p, 1, n, stdout);
+	} else if (p) {
+		out_printable(p, n);
+	} else {
+		fputs("(nil)", stdout);
+	}
+}
+
+/* ---------------------------------------------------------- commands */
+
+static int cmd_get(struct ctx *x)
+{
+	static char buf[RKV_VALUE_MAX];
+	const struct blob *key = &x->args[0];
+	size_t len = 0;
+	int rc = rkv_get(x->c, key->p, key->len, buf, sizeof(buf), &len);
+
+	if (rc == -ENOENT && g_mode == OUT_JSON) {
+		/* the object says so; no error line besides */
+		putchar('{');
+		out_json_bytes("key", key->p, key->len);
+		puts(",\"value\":null}");
+		return 1;
+	}
+	if (rc)
+		return fail_op(x, key, key_addr(x, key), rc);
+	if (g_mode == OUT_JSON) {
+		putchar('{');
+		out_json_bytes("key", key->p, key->len);
+		putchar(',');
+		out_json_bytes("value", buf, len);
+		puts("}");
+		return 0;
+	}
+	/* to a pipe or file the exact bytes, as rkv always wrote them */
+	out_value(buf, len, isatty(1) ? OUT_PRINT : OUT_RAW);
+	if (g_mode == OUT_PRINT || (g_mode == OUT_AUTO && isatty(1)))
+		putchar('\n');
+	return 0;
+}
+
+static int cmd_put(struct ctx *x)
+{
+	const struct blob *key = &x->args[0], *v = &x->args[1];
+	int rc = rkv_put(x->c, key->p, key->len, v->p, v->len);
+
+	if (rc)
+		return fail_op(x, key, key_addr(x, key), rc);
+	if (g_mode == OUT_JSON) {
+		putchar('{');
+		out_json_bytes("key", key->p, key->len);
+		puts(",\"ok\":true}");
+	}
+	return 0;
+}
+
+static int cmd_del(struct ctx *x)
+{
+	const struct blob *key = &x->args[0];
+	int rc = rkv_delete(x->c, key->p, key->len);
+
+	if (g_mode == OUT_JSON && (!rc || rc == -ENOENT)) {
+		putchar('{');
+		out_json_bytes("key", key->p, key->len);
+		printf(",\"deleted\":%s}\n", rc ? "false" : "true");
+		return rc ? 1 : 0;
+	}
+	return rc ? fail_op(x, key, key_addr(x, key), rc) : 0;
+}
+
+/* a status rkv_mget or rkv_mput cannot leave: the item was not reached */
+#define NOT_RUN 1
+
+/* mget, mput and exists: items of the keys (and values) of x. */
+static struct rkv_kv *kv_items(struct ctx *x, size_t n, size_t step)
+{
+	struct rkv_kv *items = calloc(n ? n : 1, sizeof(*items));
+
+	if (!items) {
+		fprintf(stderr, "rkv: %s: out of memory\n", x->cmd);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct blob *k = &x->args[i * step];
+
+		items[i].key = k->p;
+		items[i].key_len = k->len;
+		items[i].status = NOT_RUN;
+		if (step == 2) {
+			items[i].val = (void *)x->args[i * step + 1].p;
+			items[i].val_len = x->args[i * step + 1].len;
+		}
+	}
+	return items;
+}
+
+/* The first item that failed other than with -ENOENT (or -ENOBUFS, when
+ * ok_nobufs), as one line; rc: the call's own error for items it did not
+ * reach.  Returns 2, or 0 when none failed. */
+static int kv_failed(struct ctx *x, const struct rkv_kv *items, size_t n,
+		     size_t step, int rc, int ok_nobufs)
+{
+	for (size_t i = 0; i < n; i++) {
+		int st = items[i].status == NOT_RUN ? rc : items[i].status;
+
+		if (!st || st == -ENOENT || (ok_nobufs && st == -ENOBUFS))
+			continue;
+		return fail_op(x, &x->args[i * step],
+			       key_addr(x, &x->args[i * step]), st);
+	}
+	return 0;
+}
+
+/* exists: an rkv_mget into no room; -ENOBUFS says the key is there. */
+static int cmd_exists(struct ctx *x)
+{
+	struct rkv_kv *items = kv_items(x, x->nargs, 1);
+	static char none[1]; /* room for no byte, but a real pointer */
+	size_t count = 0;
+	int rc, status;
+
+	if (!items)
+		return 2;
+	for (size_t i = 0; i < x->nargs; i++)
+		items[i].val = none;
+	rc = rkv_mget(x->c, items, x->nargs);
+	status = kv_failed(x, items, x->nargs, 1, rc, 1);
+	for (size_t i = 0; i < x->nargs; i++)
+		count += !items[i].status || items[i].status == -ENOBUFS;
+	free(items);
+	if (status)
+		return status;
+	printf(g_mode == OUT_JSON ? "{\"exists\":%zu}\n" : "%zu\n", count);
+	return 0;
+}
+
+/* mget bytes of room per key; a longer value is fetched again alone */
+#define MGET_ROOM 4096
+
+/* The values of an mget once read: items[i].val and its status. */
+static void mget_print(const struct ctx *x, const struct rkv_kv *items)
+{
+	if (g_mode == OUT_JSON)
+		fputs("{\"values\":[", stdout);
+	for (size_t i = 0; i < x->nargs; i++) {
+		const struct rkv_kv *it = &items[i];
+		const char *v = it->status ? NULL : it->val;
+
+		if (g_mode != OUT_JSON) {
+			/* one line each: printable unless --raw */
+			out_value(v, it->val_len, OUT_PRINT);
+			putchar('\n');
+			continue;
+		}
+		printf("%s{", i ? "," : "");
+		out_json_bytes("key", it->key, it->key_len);
+		if (v) {
+			putchar(',');
+			out_json_bytes("value", v, it->val_len);
+		} else {
+			fputs(",\"value\":null", stdout);
+		}
+		putchar('}');
+	}
+	if (g_mode == OUT_JSON)
+		puts("]}");
+}
+
+/* An mget item whose value did not fit its MGET_ROOM: its own buffer
+ * and rkv_get.  Returns 0 or -errno (the item's status is set). */
+static int mget_refetch(struct ctx *x, struct rkv_kv *it, char **owned)
+{
+	char *buf = malloc(RKV_VALUE_MAX);
+	int rc;
 
 	if (!buf)
-		return NULL;
-	while (n < cap) {
-		ssize_t r = read(0, buf + n, cap - n);
+		return it->status = -ENOMEM;
+	rc = rkv_get(x->c, it->key, it->key_len, buf, RKV_VALUE_MAX,
+		     &it->val_len);
+	it->status = rc;
+	it->val = buf;
+	*owned = buf;
+	return rc == -ENOENT ? 0 : rc;
+}
 
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			return NULL;
+static int cmd_mget(struct ctx *x)
+{
+	size_t n = x->nargs;
+	struct rkv_kv *items = kv_items(x, n, 1);
+	char *room = malloc(n * MGET_ROOM), **owned = calloc(n, sizeof(char *));
+	int rc = -ENOMEM, status, absent = 0;
+
+	if (items && room && owned) {
+		for (size_t i = 0; i < n; i++) {
+			items[i].val = room + i * MGET_ROOM;
+			items[i].val_cap = MGET_ROOM;
 		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+		rc = rkv_mget(x->c, items, n);
 	}
-	*len = n;
-	return buf;
+	status = items ? kv_failed(x, items, n, 1, rc, 1) : 2;
+	for (size_t i = 0; !status && i < n; i++) {
+		if (items[i].status == -ENOBUFS &&
+		    mget_refetch(x, &items[i], &owned[i]))
+			status = fail_op(x, &x->args[i],
+					 key_addr(x, &x->args[i]),
+					 items[i].status);
+		absent |= items[i].status == -ENOENT;
+	}
+	if (!status)
+		mget_print(x, items);
+	for (size_t i = 0; owned && i < n; i++)
+		free(owned[i]);
+	free(owned);
+	free(room);
+	free(items);
+	return status ? status : absent;
+}
+
+static int cmd_mput(struct ctx *x)
+{
+	size_t n = x->nargs / 2;
+	struct rkv_kv *items = kv_items(x, n, 2);
+	int rc, status;
+
+	if (!items)
+		return 2;
+	rc = rkv_mput(x->c, items, n);
+	status = kv_failed(x, items, n, 2, rc, 0);
+	free(items);
+	if (!status && g_mode == OUT_JSON)
+		printf("{\"stored\":%zu}\n", n);
+	return status;
+}
+
+/* incr and decr: the rmw callback's arguments and what it found. */
+struct incr_arg {
+	int64_t by;
+	int down;       /* decr: subtract by */
+	int64_t old;    /* the counter's value before */
+	int64_t val;    /* after */
+	int bad;        /* the value is no counter: */
+	size_t bad_len; /* its length */
+	int overflow;
+};
+
+static int incr_fn(const void *old, size_t old_len, void *out,
+		   size_t out_cap, size_t *out_len, void *arg)
+{
+	struct incr_arg *a = arg;
+	const unsigned char *b = old;
+	unsigned char *o = out;
+	uint64_t u = 0;
+
+	/* it may run again after a lost race: each run starts afresh */
+	a->bad = 0;
+	a->overflow = 0;
+	if (old && old_len != 8) {
+		a->bad = 1;
+		a->bad_len = old_len;
+		return -EILSEQ;
+	}
+	for (int i = 7; old && i >= 0; i--)
+		u = u << 8 | b[i];
+	a->old = (int64_t)u;
+	a->overflow = a->down ? __builtin_sub_overflow(a->old, a->by, &a->val)
+			      : __builtin_add_overflow(a->old, a->by, &a->val);
+	if (a->overflow)
+		return -ERANGE;
+	if (out_cap < 8)
+		return -EMSGSIZE;
+	u = (uint64_t)a->val;
+	for (int i = 0; i < 8; i++, u >>= 8)
+		o[i] = (unsigned char)u;
+	*out_len = 8;
+	return RKV_RMW_WRITE;
+}
+
+static int cmd_incr(struct ctx *x)
+{
+	const struct blob *key = &x->args[0];
+	struct incr_arg a = { .by = x->by, .down = !strcmp(x->cmd, "decr") };
+	int rc = rkv_rmw(x->c, key->p, key->len, incr_fn, &a);
+
+	if (rc == -EILSEQ && a.bad) {
+		fprintf(stderr, "rkv: %s %s: the value is %zu bytes, not a "
+				"counter (8 bytes, little-endian, signed)\n",
+			x->cmd, shown(key->p, key->len, 1), a.bad_len);
+		return 2;
+	}
+	if (rc == -ERANGE && a.overflow) {
+		fprintf(stderr, "rkv: %s %s: %" PRId64 " %s %" PRId64
+				" overflows the 64-bit signed counter\n",
+			x->cmd, shown(key->p, key->len, 1), a.old,
+			a.down ? "-" : "+", a.by);
+		return 2;
+	}
+	if (rc)
+		return fail_op(x, key, key_addr(x, key), rc);
+	if (g_mode == OUT_JSON) {
+		putchar('{');
+		out_json_bytes("key", key->p, key->len);
+		printf(",\"value\":%" PRId64 "}\n", a.val);
+	} else {
+		printf("%" PRId64 "\n", a.val);
+	}
+	return 0;
 }
 
 static void print_stats(const char *addr, const struct rkv_server_stats *st)
@@ -364,99 +1063,205 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 	printf("  ctrl_msgs       %llu\n", (unsigned long long)st->ctrl_msgs);
 	printf("  auth_failures   %llu\n",
 	       (unsigned long long)st->auth_failures);
+	printf("  denied          %llu   (writes refused to read-only "
+	       "clients)\n", (unsigned long long)st->denied);
 }
 
-/* "NAME (ADDR)", or ADDR when the name is the address's own. */
-static const char *server_label(struct rkv_client *c, unsigned i, char *buf,
-				size_t cap)
+/* One server of stat --json: {"server":ADDR,"uptime_ms":N,...}. */
+static void print_stats_json(const char *addr,
+			     const struct rkv_server_stats *st)
 {
-	const char *a = rkv_client_server_addr(c, i);
-	const char *n = rkv_client_server_name(c, i);
-	const char *rest = strstr(a, "://");
+	const struct {
+		const char *name;
+		uint64_t v;
+	} f[] = {
+		{ "uptime_ms", st->uptime_ms },
+		{ "clients", st->clients },
+		{ "clients_total", st->clients_total },
+		{ "keys", st->keys },
+		{ "buckets", st->nbuckets },
+		{ "data_len", st->data_len },
+		{ "data_free", st->data_free },
+		{ "data_grace", st->data_grace },
+		{ "chunks_granted", st->chunks_granted },
+		{ "blocks_returned", st->blocks_returned },
+		{ "rebuilds", st->rebuilds },
+		{ "bad_msgs", st->bad_msgs },
+		{ "ctrl_msgs", st->ctrl_msgs },
+		{ "auth_failures", st->auth_failures },
+		{ "denied", st->denied },
+	};
 
-	rest = rest ? rest + 3 : a;
-	while (*rest == '/')
-		rest++;
-	if (!strcmp(n, rest))
-		return a;
-	snprintf(buf, cap, "%s (%s)", n, a);
-	return buf;
+	putchar('{');
+	out_json_bytes("server", addr, strlen(addr));
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		printf(",\"%s\":%" PRIu64, f[i].name, f[i].v);
+	putchar('}');
 }
 
-/* Run cmd (its arguments in argv[1..]) on c.  Returns the exit status. */
-static int run(struct rkv_client *c, const struct rkv_client_opts *o,
-	       const char *cmd, char **argv)
+static int cmd_stat(struct ctx *x)
 {
-	const char *key = argv[1];
-	size_t klen = key ? strlen(key) : 0;
-	char label[400];
-	const char *addr = key ? server_label(c, rkv_client_route(c, key, klen),
-					      label, sizeof(label))
-			       : NULL;
-	int rc, status = 0;
+	int status = 0, shown_one = 0;
 
-	log_reset();
-	if (!strcmp(cmd, "get")) {
-		static char buf[RKV_VALUE_MAX];
-		size_t len = 0;
-
-		rc = rkv_get(c, key, klen, buf, sizeof(buf), &len);
-		if (rc)
-			return fail_op(cmd, key, addr, rc, o);
-		if (fwrite(buf, 1, len, stdout) != len ||
-		    (isatty(1) && putchar('\n') == EOF) || fflush(stdout)) {
-			fprintf(stderr, "rkv: get %s: cannot write stdout: %s\n",
-				shown_key(key), strerror(errno));
-			return 2;
-		}
-		return 0;
-	}
-	if (!strcmp(cmd, "put")) {
-		const char *v = argv[2];
-		char *in = NULL;
-		size_t len = strlen(v);
-
-		if (!strcmp(v, "-")) {
-			in = read_stdin(&len);
-			if (!in) {
-				fprintf(stderr, "rkv: put %s: cannot read stdin: "
-						"%s\n", shown_key(key),
-					strerror(errno));
-				return 2;
-			}
-			v = in;
-		}
-		if (len > RKV_VALUE_MAX) { /* stdin; main checked argv */
-			fprintf(stderr,
-				"rkv: put %s: the value on stdin is larger than "
-				"%u bytes (RKV_VALUE_MAX)\n",
-				shown_key(key), RKV_VALUE_MAX);
-			free(in);
-			return 2;
-		}
-		rc = rkv_put(c, key, klen, v, len);
-		free(in);
-		return rc ? fail_op(cmd, key, addr, rc, o) : 0;
-	}
-	if (!strcmp(cmd, "del")) {
-		rc = rkv_delete(c, key, klen);
-		return rc ? fail_op(cmd, key, addr, rc, o) : 0;
-	}
-	for (unsigned i = 0; i < rkv_client_nservers(c); i++) {
+	if (g_mode == OUT_JSON)
+		fputs("{\"servers\":[", stdout);
+	for (unsigned i = 0; i < rkv_client_nservers(x->c); i++) {
 		struct rkv_server_stats st;
-		const char *a = server_label(c, i, label, sizeof(label));
+		const char *a = server_label(x->c, i, x->label,
+					     sizeof(x->label));
+		int rc;
 
 		log_reset();
-		rc = rkv_server_stats(c, i, &st);
+		rc = rkv_server_stats(x->c, i, &st);
 		if (rc) {
 			/* one line in all: the first server that failed */
 			if (!status)
-				status = fail_op(cmd, NULL, a, rc, o);
+				status = fail_op(x, NULL, a, rc);
 			continue;
 		}
-		print_stats(a, &st);
+		if (g_mode != OUT_JSON) {
+			print_stats(a, &st);
+			continue;
+		}
+		if (shown_one++)
+			putchar(',');
+		print_stats_json(a, &st);
 	}
+	if (g_mode == OUT_JSON)
+		puts("]}");
 	return status;
+}
+
+/* The commands: how many arguments each takes and what they are. */
+enum arg_kind {
+	ARGS_NONE,  /* no arguments */
+	ARGS_KEYS,  /* KEY... */
+	ARGS_PAIRS, /* KEY VALUE [KEY VALUE...] */
+	ARGS_KEY_BY /* KEY [BY] */
+};
+
+static const struct cmd_def {
+	const char *name;
+	int min, max;     /* arguments; max -1: any number */
+	enum arg_kind kind;
+	const char *args; /* as "takes ..." names them */
+	int (*fn)(struct ctx *x);
+} cmds[] = {
+	{ "get", 1, 1, ARGS_KEYS, "KEY", cmd_get },
+	{ "put", 2, 2, ARGS_PAIRS, "KEY VALUE", cmd_put },
+	{ "del", 1, 1, ARGS_KEYS, "KEY", cmd_del },
+	{ "exists", 1, -1, ARGS_KEYS, "KEY...", cmd_exists },
+	{ "mget", 1, -1, ARGS_KEYS, "KEY...", cmd_mget },
+	{ "mput", 2, -1, ARGS_PAIRS, "KEY VALUE [KEY VALUE...]", cmd_mput },
+	{ "incr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
+	{ "decr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
+	{ "stat", 0, 0, ARGS_NONE, "no arguments", cmd_stat },
+};
+
+static const struct cmd_def *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
+}
+
+/* BY of incr and decr.  Returns 0, or 2 after one line. */
+static int parse_by(const char *cmd, const char *s, int64_t *by)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (!*s || *end || errno) {
+		fprintf(stderr, "rkv: %s: BY '%s' is not a whole number from "
+				"%" PRId64 " to %" PRId64 "\n", cmd,
+			shown_str(s), INT64_MIN, INT64_MAX);
+		return 2;
+	}
+	*by = v;
+	return 0;
+}
+
+/*
+ * The arguments of d (argc of them in argv) into x: their count, the
+ * keys' and values' bytes (files read now, stdin marked), their limits,
+ * BY.  Returns 0, or 2 after one line.
+ */
+static int load_args(const struct cmd_def *d, int argc, char **argv,
+		     struct ctx *x)
+{
+	int stdin_args = 0;
+
+	if (argc < d->min || (d->max >= 0 && argc > d->max) ||
+	    (d->kind == ARGS_PAIRS && argc % 2)) {
+		fprintf(stderr, "rkv: %s takes %s, not %d argument%s\n",
+			d->name, d->args, argc, argc == 1 ? "" : "s");
+		return 2;
+	}
+	x->cmd = d->name;
+	x->by = 1;
+	x->nargs = d->kind == ARGS_KEY_BY ? 1 : (size_t)argc;
+	x->args = calloc(x->nargs ? x->nargs : 1, sizeof(*x->args));
+	if (!x->args) {
+		fprintf(stderr, "rkv: out of memory\n");
+		return 2;
+	}
+	for (size_t i = 0; i < x->nargs; i++) {
+		int is_key = d->kind != ARGS_PAIRS || i % 2 == 0;
+		struct blob *b = &x->args[i];
+
+		if (blob_from_arg(d->name, b, argv[i], is_key))
+			return 2;
+		stdin_args += b->from_stdin;
+		if (stdin_args > 1) {
+			fprintf(stderr, "rkv: %s: more than one argument is "
+					"\"-\" (stdin is read once)\n", d->name);
+			return 2;
+		}
+		if (!b->from_stdin &&
+		    check_blob(d->name, b, is_key ? NULL : b - 1))
+			return 2;
+	}
+	if (d->kind == ARGS_KEY_BY && argc == 2)
+		return parse_by(d->name, argv[1], &x->by);
+	return 0;
+}
+
+/* Once connected: the argument that is "-", from stdin.  Returns 0, or
+ * 2 after one line. */
+static int load_stdin(struct ctx *x)
+{
+	for (size_t i = 0; i < x->nargs; i++) {
+		struct blob *b = &x->args[i], *key = b->is_key ? NULL : b - 1;
+
+		if (b->from_stdin)
+			return blob_read_stdin(x->cmd, b, key) ||
+				       check_blob(x->cmd, b, key)
+				       ? 2
+				       : 0;
+	}
+	return 0;
+}
+
+static void free_args(struct ctx *x)
+{
+	for (size_t i = 0; x->args && i < x->nargs; i++)
+		free(x->args[i].owned);
+	free(x->args);
+}
+
+/* --raw, --no-raw, --json: one of them.  Returns 0, or 2 after a line. */
+static int set_mode(enum out_mode m, const char *opt)
+{
+	if (g_mode != OUT_AUTO && g_mode != m) {
+		fprintf(stderr, "rkv: %s: give one of --raw, --no-raw and "
+				"--json\n", opt);
+		return 2;
+	}
+	g_mode = m;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -467,12 +1272,16 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "secret-file", required_argument, NULL, 'S' },
+		{ "raw", no_argument, NULL, 'R' },
+		{ "no-raw", no_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rkv_client_opts opts;
-	struct rkv_client *c = NULL;
+	struct ctx x = { .c = NULL };
+	const struct cmd_def *d;
 	const char *servers = getenv("RKV_SERVERS"), *cluster = NULL;
 	const char *secret = getenv("RKV_SECRET_FILE");
 	const char *servers_from = "$RKV_SERVERS";
@@ -499,7 +1308,7 @@ int main(int argc, char **argv)
 			if (!*optarg || *end || v <= 0 || v > 3600000) {
 				fprintf(stderr, "rkv: --timeout: '%s' is not a "
 						"number of milliseconds (1 to "
-						"3600000)\n", optarg);
+						"3600000)\n", shown_str(optarg));
 				return 2;
 			}
 			opts.timeout_ms = (unsigned)v;
@@ -511,6 +1320,14 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			secret = optarg;
+			break;
+		case 'R':
+		case 'P':
+		case 'J':
+			if (set_mode(ch == 'R' ? OUT_RAW : ch == 'P' ? OUT_PRINT
+								  : OUT_JSON,
+				     argv[optind - 1]))
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -535,29 +1352,15 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	const char *cmd = argv[0];
-	int need = !strcmp(cmd, "get") || !strcmp(cmd, "del") ? 2 :
-		   !strcmp(cmd, "put") ? 3 : !strcmp(cmd, "stat") ? 1 : -1;
-
-	if (need < 0) {
-		fprintf(stderr, "rkv: unknown command '%s': get, put, del or "
-				"stat (try --help)\n", cmd);
+	d = find_cmd(argv[0]);
+	if (!d) {
+		fprintf(stderr, "rkv: unknown command '%s': get, put, del, "
+				"exists, mget, mput, incr, decr or stat (try "
+				"--help)\n", shown_str(argv[0]));
 		return 2;
 	}
-	if (argc != need) {
-		fprintf(stderr, "rkv: %s takes %s, not %d argument%s\n", cmd,
-			need == 1 ? "no arguments" : need == 2 ? "KEY"
-							       : "KEY VALUE",
-			argc - 1, argc == 2 ? "" : "s");
-		return 2;
-	}
-	if (need > 1 && check_key(cmd, argv[1]))
-		return 2;
-	if (need == 3 && strcmp(argv[2], "-") &&
-	    strlen(argv[2]) > RKV_VALUE_MAX) {
-		fprintf(stderr, "rkv: put %s: the value is %zu bytes, larger "
-				"than %u (RKV_VALUE_MAX)\n", shown_key(argv[1]),
-			strlen(argv[2]), RKV_VALUE_MAX);
+	if (load_args(d, argc - 1, argv + 1, &x)) {
+		free_args(&x);
 		return 2;
 	}
 	if (cluster) {
@@ -567,8 +1370,10 @@ int main(int argc, char **argv)
 			servers = "tcp://127.0.0.1:7000";
 			servers_from = "the default server";
 		}
-		if (check_servers(servers, servers_from))
+		if (check_servers(servers, servers_from)) {
+			free_args(&x);
 			return 2;
+		}
 		opts.servers = servers;
 	}
 	log_level_from_env();
@@ -578,10 +1383,22 @@ int main(int argc, char **argv)
 	opts.cache_entries = 16;
 	opts.log_fn = on_log;
 	opts.log_arg = &g_log;
-	rc = rkv_client_create(&opts, &c);
-	if (rc)
+	rc = rkv_client_create(&opts, &x.c);
+	if (rc) {
+		free_args(&x);
 		return fail_connect(cluster ? cluster : opts.servers, rc, &opts);
-	status = run(c, &opts, cmd, argv);
-	rkv_client_destroy(c);
+	}
+	x.o = &opts;
+	log_reset();
+	status = load_stdin(&x);
+	if (!status)
+		status = d->fn(&x);
+	if (fflush(stdout) && status < 2) {
+		fprintf(stderr, "rkv: %s: cannot write stdout: %s\n", x.cmd,
+			strerror(errno));
+		status = 2;
+	}
+	rkv_client_destroy(x.c);
+	free_args(&x);
 	return status;
 }
