@@ -178,7 +178,17 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
 CLIENT_SRCS := $(wildcard client/*.c client/ps/*.c)
-CLI_SRCS := $(wildcard tools/rkv_cli.c tools/rkv_admin.c)
+CLI_SRCS := $(wildcard tools/rkv_cli.c tools/rkv_admin.c tools/rkv_line.c)
+# libedit (tools/rkv_line.c: line editing and history at rkv's prompt)
+# when its header is there (tools/deps.sh installs libedit-dev); without
+# it rkv builds with no prompt and says so
+ifeq ($(origin WITH_LIBEDIT),undefined)
+WITH_LIBEDIT := $(if $(wildcard /usr/include/editline/readline.h),1,0)
+endif
+ifeq ($(WITH_LIBEDIT),1)
+$(OBJ)/tools/rkv_line.o: override CFLAGS += -DRKV_WITH_LIBEDIT
+CLI_LDLIBS := -ledit
+endif
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
 COMMON_OBJS := $(call obj,$(COMMON_SRCS)) \
@@ -315,9 +325,11 @@ $(BIN)/rkv-example-%: $(OBJ)/examples/%.o $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LI
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
-$(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
+# the operator's tool: rkv admin join/drain use the migration
+# (client/migrate.h), which is not in the library's API
+$(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_INTERNAL_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) $(CLI_LDLIBS)
 
 TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(SERVER_LIB) $(CLIENT_INTERNAL_LIB) \
 	$(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
@@ -403,6 +415,12 @@ bindir ?= $(PREFIX)/bin
 libdir ?= $(PREFIX)/lib
 includedir ?= $(PREFIX)/include
 pkgconfigdir ?= $(libdir)/pkgconfig
+mandir ?= $(PREFIX)/share/man
+systemdunitdir ?= $(PREFIX)/lib/systemd/system
+# man pages (their .TH release set to this build's) and the unit file
+# (its /usr/local/bin/ set to $(bindir)/)
+INSTALL_MANS := $(wildcard doc/man/*.1)
+INSTALL_UNITS := $(wildcard doc/systemd/*.service)
 INSTALL_BINS := $(CLI_BIN) $(SERVER_BIN) $(BENCH_YCSB_BIN) $(BENCH_KV_BIN) \
 	$(BENCH_PS_BIN) $(BENCH_TP_BIN)
 INSTALL_HDRS := client/rkv.h client/ps/rkv_ps.h
@@ -425,12 +443,25 @@ install: all
 		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS_SYS))|' \
 		client/librkv.pc.in >$(DESTDIR)$(pkgconfigdir)/librkv.pc
 	chmod 644 $(DESTDIR)$(pkgconfigdir)/librkv.pc
+	install -d $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(systemdunitdir)
+	for f in $(INSTALL_MANS); do \
+		sed -e '/^\.TH /s|"rkv [^"]*"|"rkv $(RKV_VERSION)"|' $$f \
+			>$(DESTDIR)$(mandir)/man1/$${f##*/} && \
+		chmod 644 $(DESTDIR)$(mandir)/man1/$${f##*/} || exit 1; \
+	done
+	for f in $(INSTALL_UNITS); do \
+		sed -e 's|/usr/local/bin/|$(bindir)/|g' $$f \
+			>$(DESTDIR)$(systemdunitdir)/$${f##*/} && \
+		chmod 644 $(DESTDIR)$(systemdunitdir)/$${f##*/} || exit 1; \
+	done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(INSTALL_BINS))) \
 		$(DESTDIR)$(libdir)/librkv.so $(DESTDIR)$(libdir)/librkv.so.$(RKV_SOVERSION) \
 		$(DESTDIR)$(libdir)/librkv.a $(DESTDIR)$(pkgconfigdir)/librkv.pc \
-		$(addprefix $(DESTDIR)$(includedir)/rkv/,$(notdir $(INSTALL_HDRS)))
+		$(addprefix $(DESTDIR)$(includedir)/rkv/,$(notdir $(INSTALL_HDRS))) \
+		$(addprefix $(DESTDIR)$(mandir)/man1/,$(notdir $(INSTALL_MANS))) \
+		$(addprefix $(DESTDIR)$(systemdunitdir)/,$(notdir $(INSTALL_UNITS)))
 	rmdir $(DESTDIR)$(includedir)/rkv 2>/dev/null || true
 
 clean:

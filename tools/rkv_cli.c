@@ -4,7 +4,9 @@
  *
  *   rkv [--servers A,B | --cluster FILE] [--raw | --no-raw | --json]
  *       get KEY | put KEY VALUE | del KEY | exists KEY... | mget KEY... |
- *       mput KEY VALUE... | incr KEY [BY] | decr KEY [BY] | stat
+ *       mput KEY VALUE... | incr KEY [BY] | decr KEY [BY] | stat | ping
+ *   rkv [OPTIONS] --pipe     (one command a line on stdin)
+ *   rkv [OPTIONS]            (at a terminal: a prompt, tools/rkv_line.c)
  *   rkv --version
  *
  * A KEY or VALUE argument is its own bytes, "-" all of stdin (one such
@@ -26,11 +28,17 @@
  * usage as a hint).  No error line shows more than SHOWN_MAX bytes of a
  * key or value.  librkv logs nothing else here; set
  * RKV_LOG_LEVEL=debug|info|warn|error to see its messages as they come.
+ *
+ * --pipe and the prompt (line mode) answer every command with one line
+ * on stdout, an error as "(error) ..." there too, and go on; --pipe
+ * batches gets and puts in a row (see "--pipe and the prompt" below).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,11 +49,15 @@
 #include "msg.h"
 #include "rkv.h"
 #include "rkv_admin.h"
+#include "rkv_line.h"
 #include "transport.h"
 #include "version.h"
 
 /* bytes of escaped key or value an error line shows (under 64) */
 #define SHOWN_MAX 48
+/* --pipe: most gets (or puts) in one rkv_mget (rkv_mput); librkv posts
+ * 64 ops at most at once */
+#define BATCH_MAX 64
 
 /*
  * librkv's log callback: the first message at warn or above that says
@@ -111,12 +123,59 @@ enum out_mode {
 
 static enum out_mode g_mode = OUT_AUTO;
 
+/*
+ * --pipe and the prompt (line mode): every command answers one line on
+ * stdout, an error as "(error) ..." there too (--json: {"error":"..."}),
+ * so answers and errors stay in the order of the commands.
+ */
+static int g_line;
+static unsigned long g_line_errors; /* error lines so far */
+
+static void out_json_chars(const char *p, size_t n);
+
+/* One error line: "rkv: ..." on stderr, or in line mode the answer. */
+static void err_line(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void err_line(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	if (!g_line) {
+		fputs("rkv: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		return;
+	}
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	while (n > 0 && buf[n - 1] == '\n')
+		n--;
+	g_line_errors++;
+	if (g_mode == OUT_JSON) {
+		fputs("{\"error\":\"", stdout);
+		out_json_chars(buf, (size_t)n);
+		puts("\"}");
+	} else {
+		printf("(error) %.*s\n", n, buf);
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rkv [--servers [NAME=]ADDR[,...] | --cluster FILE]\n"
 		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
 		"           [--raw | --no-raw | --json] COMMAND\n"
+		"       rkv [OPTIONS] --pipe     commands from stdin, one a line\n"
+		"       rkv [OPTIONS]            at a terminal: a prompt\n"
 		"       rkv --help | --version\n"
 		"commands:\n"
 		"  get KEY            print the value (exit 1 if absent)\n"
@@ -133,6 +192,7 @@ static void usage(FILE *f)
 		"  decr KEY [BY]      subtract BY (default 1) likewise\n"
 		"                     (a negative BY after \"--\": incr k -- -5)\n"
 		"  stat               per-server counters\n"
+		"  ping               PONG when every server answers\n"
 		"  admin ...          a cluster in etcd (rkv admin --help)\n"
 		"KEY, VALUE: the argument's bytes; \"-\": all of stdin (one\n"
 		"  argument per command); \"@FILE\": the bytes of FILE;\n"
@@ -155,6 +215,16 @@ static void usage(FILE *f)
 		"             a key or value that is not UTF-8 comes as\n"
 		"             \"key_base64\" or \"value_base64\" instead\n"
 		"  exists, incr and decr print a decimal number in every mode\n"
+		"--pipe and the prompt: one command a line, words split on\n"
+		"  blanks, \"...\" keeps blanks, escapes \\n \\r \\t \\0 \\\\ \\\" \\xHH;\n"
+		"  a word is its bytes (no - or @FILE); one answer line each:\n"
+		"  get \"VALUE\" (quoted, printable) or (nil), put OK, del 1 or 0,\n"
+		"  mget the values on one line, stat one line, errors\n"
+		"  \"(error) ...\" (--json: one object each, {\"error\":...});\n"
+		"  --pipe sends gets in a row, and puts, in batches of %u\n"
+		"  (rkv_mget, rkv_mput); exit 2 if any line failed, else 0;\n"
+		"  help, quit or exit (or end of input, Ctrl-D) at the prompt\n"
+		"  %s\n"
 		"ADDR: tcp://HOST:PORT, shm:///NAME, verbs://HOST:PORT\n"
 		"cluster FILE: one server per line, \"NAME ADDR\" or \"ADDR\", "
 		"any order;\n  or etcd://HOST:PORT/CLUSTER (rkv admin)\n"
@@ -163,6 +233,11 @@ static void usage(FILE *f)
 		"stricter)\n"
 		"keys: 1 to %u bytes; values: at most %u bytes\n"
 		"exit status: 0 done, 1 key not found, 2 any other error\n",
+		(unsigned)BATCH_MAX,
+		rkv_line_available() ? "prompt: line editing and history "
+				       "(~/.rkv_history) by libedit"
+				     : "no prompt in this build (built without "
+				       "libedit)",
 		RKV_KEY_MAX, RKV_VALUE_MAX);
 }
 
@@ -296,13 +371,13 @@ static int blob_read_file(const char *cmd, struct blob *b, const char *path)
 
 	b->file = path;
 	if (!*path) {
-		fprintf(stderr, "rkv: %s: '@' names no %s file (\"@@\" is a "
+		err_line("%s: '@' names no %s file (\"@@\" is a "
 				"literal \"@\")\n", cmd, what);
 		return 2;
 	}
 	fd = open(path, O_RDONLY);
 	if (fd < 0) {
-		fprintf(stderr, "rkv: %s: cannot open %s file '%s': %s\n", cmd,
+		err_line("%s: cannot open %s file '%s': %s\n", cmd,
 			what, shown_str(path), strerror(errno));
 		return 2;
 	}
@@ -315,7 +390,7 @@ static int blob_read_file(const char *cmd, struct blob *b, const char *path)
 		b->size = b->len < READ_CAP ? b->len : 0;
 	close(fd);
 	if (!b->owned) {
-		fprintf(stderr, "rkv: %s: cannot read %s file '%s': %s\n", cmd,
+		err_line("%s: cannot read %s file '%s': %s\n", cmd,
 			what, shown_str(path), strerror(err));
 		return 2;
 	}
@@ -350,7 +425,7 @@ static int blob_read_stdin(const char *cmd, struct blob *b,
 {
 	b->owned = read_all(0, &b->len);
 	if (!b->owned) {
-		fprintf(stderr, "rkv: %s%s%s: cannot read stdin: %s\n", cmd,
+		err_line("%s%s%s: cannot read stdin: %s\n", cmd,
 			key ? " " : "", key ? key_shown(key, 1) : "",
 			strerror(errno));
 		return 2;
@@ -371,17 +446,17 @@ static int check_blob(const char *cmd, const struct blob *b,
 	const char *where = blob_where(b);
 
 	if (b->is_key && !b->len) {
-		fprintf(stderr, "rkv: %s: the key%s is empty\n", cmd, where);
+		err_line("%s: the key%s is empty\n", cmd, where);
 		return 2;
 	}
 	if (b->is_key && b->len > RKV_KEY_MAX) {
 		if (b->size)
-			fprintf(stderr, "rkv: %s %s: the key%s is %zu bytes, "
+			err_line("%s %s: the key%s is %zu bytes, "
 					"longer than %u (RKV_KEY_MAX)\n", cmd,
 				shown(b->p, b->len, 0), where, b->size,
 				RKV_KEY_MAX);
 		else
-			fprintf(stderr, "rkv: %s %s: the key%s is longer than "
+			err_line("%s %s: the key%s is longer than "
 					"%u bytes (RKV_KEY_MAX)\n", cmd,
 				shown(b->p, b->len, 0), where, RKV_KEY_MAX);
 		return 2;
@@ -389,12 +464,12 @@ static int check_blob(const char *cmd, const struct blob *b,
 	if (b->is_key || b->len <= RKV_VALUE_MAX)
 		return 0;
 	if (b->size)
-		fprintf(stderr, "rkv: %s %s: the value of %zu bytes%s is over "
+		err_line("%s %s: the value of %zu bytes%s is over "
 				"the limit of %u bytes (RKV_VALUE_MAX)\n", cmd,
 			key_shown(key, 1), b->size, where,
 			RKV_VALUE_MAX);
 	else
-		fprintf(stderr, "rkv: %s %s: the value%s is larger than %u "
+		err_line("%s %s: the value%s is larger than %u "
 				"bytes (RKV_VALUE_MAX)\n", cmd,
 			key_shown(key, 1), where, RKV_VALUE_MAX);
 	return 2;
@@ -411,7 +486,7 @@ static int check_servers(const char *servers, const char *from)
 	int rc = 0, n = 0;
 
 	if (!copy) {
-		fprintf(stderr, "rkv: out of memory\n");
+		err_line("out of memory\n");
 		return 2;
 	}
 	for (char *s = strtok_r(copy, ",", &save); s;
@@ -423,8 +498,8 @@ static int check_servers(const char *servers, const char *from)
 		if (eq && sch && eq < sch)
 			s = eq + 1; /* NAME=ADDR: librkv checks the name */
 		if (rkv_tp_addr_parse(s, &a)) {
-			fprintf(stderr,
-				"rkv: %s: '%s' is not an address (tcp://HOST:PORT, "
+			err_line(
+				"%s: '%s' is not an address (tcp://HOST:PORT, "
 				"shm:///NAME or verbs://HOST:PORT)\n",
 				from, shown_str(s));
 			rc = 2;
@@ -433,8 +508,8 @@ static int check_servers(const char *servers, const char *from)
 		if (n++ == 0) {
 			first = a;
 		} else if (a.provider != first.provider) {
-			fprintf(stderr,
-				"rkv: %s: '%s' is not a %s address like the first "
+			err_line(
+				"%s: '%s' is not a %s address like the first "
 				"(one client uses one transport)\n",
 				from, shown_str(s), rkv_tp_provider_str(first.provider));
 			rc = 2;
@@ -442,7 +517,7 @@ static int check_servers(const char *servers, const char *from)
 		}
 	}
 	if (!rc && !n) {
-		fprintf(stderr, "rkv: %s: no address\n", from);
+		err_line("%s: no address\n", from);
 		rc = 2;
 	}
 	free(copy);
@@ -461,7 +536,7 @@ static void bad_option(const char *arg, int opt,
 			if (o->has_arg == no_argument &&
 			    strlen(o->name) == (size_t)(eq - arg - 2) &&
 			    !strncmp(o->name, arg + 2, (size_t)(eq - arg - 2))) {
-				fprintf(stderr, "rkv: option '--%s' takes no "
+				err_line("option '--%s' takes no "
 						"value (try --help)\n", o->name);
 				return;
 			}
@@ -470,12 +545,12 @@ static void bad_option(const char *arg, int opt,
 	if (arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9' &&
 	    strspn(arg + 1, "0123456789") == strlen(arg + 1))
 		/* options may follow the command: "--" ends them */
-		fprintf(stderr, "rkv: '%s' is taken for an option: put \"--\" "
+		err_line("'%s' is taken for an option: put \"--\" "
 				"before a negative number\n", shown_str(arg));
 	else if (opt && strncmp(arg, "--", 2))
-		fprintf(stderr, "rkv: unknown option '-%c' (try --help)\n", opt);
+		err_line("unknown option '-%c' (try --help)\n", opt);
 	else
-		fprintf(stderr, "rkv: unknown option '%s' (try --help)\n",
+		err_line("unknown option '%s' (try --help)\n",
 			shown_str(arg));
 }
 
@@ -515,7 +590,7 @@ static int fail_connect(const char *where, int rc,
 	if (!strncmp(where, "etcd://", 7) && !detail &&
 	    (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH))
 		hint = "is etcd running there?";
-	fprintf(stderr, "rkv: cannot connect to %s: %s%s%s%s%s%s\n", where,
+	err_line("cannot connect to %s: %s%s%s%s%s%s\n", where,
 		strerror(-rc), detail || hint ? " (" : "", detail ? detail : "",
 		detail && hint ? "; " : "", hint ? hint : "",
 		detail || hint ? ")" : "");
@@ -570,17 +645,17 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 	snprintf(what, sizeof(what), "%s%s%s", x->cmd, key ? " " : "",
 		 key ? shown(key->p, key->len, 1) : "");
 	if (rc == -ENOENT) {
-		fprintf(stderr, "rkv: %s: not found\n", what);
+		err_line("%s: not found\n", what);
 		return 1;
 	}
 	if (rc == -EACCES && x->o->read_only) {
-		fprintf(stderr, "rkv: %s: %s (a --read-only client cannot "
+		err_line("%s: %s (a --read-only client cannot "
 				"write)\n", what, strerror(-rc));
 		return 2;
 	}
 	if (rc == -EACCES) {
 		/* the server made us read-only: its --read-only-secret-file */
-		fprintf(stderr, "rkv: %s: %s (server %s grants this secret "
+		err_line("%s: %s (server %s grants this secret "
 				"read-only access)\n", what, strerror(-rc),
 			addr);
 		return 2;
@@ -610,7 +685,7 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 	default:
 		break;
 	}
-	fprintf(stderr, "rkv: %s: %s (server %s%s%s%s%s)\n", what,
+	err_line("%s: %s (server %s%s%s%s%s)\n", what,
 		strerror(-rc), addr, detail ? ": " : "", detail ? detail : "",
 		hint ? (detail ? "; " : ": ") : "", hint ? hint : "");
 	return 2;
@@ -742,6 +817,22 @@ static void out_value(const char *p, size_t n, enum out_mode mode_auto)
 	}
 }
 
+/* A value as line mode answers it: in double quotes, printable, a " as
+ * \" (the way a line gives it), so that no value reads as (nil). */
+static void out_quoted(const char *p, size_t n)
+{
+	putchar('"');
+	for (size_t i = 0; i < n; i++) {
+		char e[4];
+
+		if (p[i] == '"')
+			fputs("\\\"", stdout);
+		else
+			fwrite(e, 1, escape_byte((unsigned char)p[i], e), stdout);
+	}
+	putchar('"');
+}
+
 /* ---------------------------------------------------------- commands */
 
 static int cmd_get(struct ctx *x)
@@ -786,6 +877,8 @@ static int cmd_put(struct ctx *x)
 		putchar('{');
 		out_json_bytes("key", key->p, key->len);
 		puts(",\"ok\":true}");
+	} else if (g_line) {
+		puts("OK");
 	}
 	return 0;
 }
@@ -799,7 +892,12 @@ static int cmd_del(struct ctx *x)
 		putchar('{');
 		out_json_bytes("key", key->p, key->len);
 		printf(",\"deleted\":%s}\n", rc ? "false" : "true");
-		return rc ? 1 : 0;
+		return rc && !g_line ? 1 : 0;
+	}
+	if (g_line && (!rc || rc == -ENOENT)) {
+		/* line mode: how many were deleted, as redis answers */
+		puts(rc ? "0" : "1");
+		return 0;
 	}
 	return rc ? fail_op(x, key, key_addr(x, key), rc) : 0;
 }
@@ -813,7 +911,7 @@ static struct rkv_kv *kv_items(struct ctx *x, size_t n, size_t step)
 	struct rkv_kv *items = calloc(n ? n : 1, sizeof(*items));
 
 	if (!items) {
-		fprintf(stderr, "rkv: %s: out of memory\n", x->cmd);
+		err_line("%s: out of memory\n", x->cmd);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -882,6 +980,16 @@ static void mget_print(const struct ctx *x, const struct rkv_kv *items)
 		const struct rkv_kv *it = &items[i];
 		const char *v = it->status ? NULL : it->val;
 
+		if (g_mode != OUT_JSON && g_line) {
+			/* line mode: one line for all, quoted, (nil) */
+			if (i)
+				putchar(' ');
+			if (v)
+				out_quoted(v, it->val_len);
+			else
+				fputs("(nil)", stdout);
+			continue;
+		}
 		if (g_mode != OUT_JSON) {
 			/* one line each: printable unless --raw */
 			out_value(v, it->val_len, OUT_PRINT);
@@ -900,6 +1008,8 @@ static void mget_print(const struct ctx *x, const struct rkv_kv *items)
 	}
 	if (g_mode == OUT_JSON)
 		puts("]}");
+	else if (g_line)
+		putchar('\n');
 }
 
 /* An mget item whose value did not fit its MGET_ROOM: its own buffer
@@ -949,7 +1059,8 @@ static int cmd_mget(struct ctx *x)
 	free(owned);
 	free(room);
 	free(items);
-	return status ? status : absent;
+	/* line mode: (nil) is the answer, not an error */
+	return status ? status : g_line ? 0 : absent;
 }
 
 static int cmd_mput(struct ctx *x)
@@ -965,6 +1076,8 @@ static int cmd_mput(struct ctx *x)
 	free(items);
 	if (!status && g_mode == OUT_JSON)
 		printf("{\"stored\":%zu}\n", n);
+	else if (!status && g_line)
+		puts("OK");
 	return status;
 }
 
@@ -1018,13 +1131,13 @@ static int cmd_incr(struct ctx *x)
 	int rc = rkv_rmw(x->c, key->p, key->len, incr_fn, &a);
 
 	if (rc == -EILSEQ && a.bad) {
-		fprintf(stderr, "rkv: %s %s: the value is %zu bytes, not a "
+		err_line("%s %s: the value is %zu bytes, not a "
 				"counter (8 bytes, little-endian, signed)\n",
 			x->cmd, shown(key->p, key->len, 1), a.bad_len);
 		return 2;
 	}
 	if (rc == -ERANGE && a.overflow) {
-		fprintf(stderr, "rkv: %s %s: %" PRId64 " %s %" PRId64
+		err_line("%s %s: %" PRId64 " %s %" PRId64
 				" overflows the 64-bit signed counter\n",
 			x->cmd, shown(key->p, key->len, 1), a.old,
 			a.down ? "-" : "+", a.by);
@@ -1067,9 +1180,10 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 	       "clients)\n", (unsigned long long)st->denied);
 }
 
-/* One server of stat --json: {"server":ADDR,"uptime_ms":N,...}. */
+/* One server of stat --json: {"server":ADDR,"uptime_ms":N,...}; in line
+ * mode without --json "server ADDR uptime_ms N ..." (json 0). */
 static void print_stats_json(const char *addr,
-			     const struct rkv_server_stats *st)
+			     const struct rkv_server_stats *st, int json)
 {
 	const struct {
 		const char *name;
@@ -1092,6 +1206,12 @@ static void print_stats_json(const char *addr,
 		{ "denied", st->denied },
 	};
 
+	if (!json) {
+		printf("server %s", addr);
+		for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+			printf(" %s %" PRIu64, f[i].name, f[i].v);
+		return;
+	}
 	putchar('{');
 	out_json_bytes("server", addr, strlen(addr));
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
@@ -1099,10 +1219,63 @@ static void print_stats_json(const char *addr,
 	putchar('}');
 }
 
+/*
+ * stat and ping in line mode: every server asked before anything is
+ * printed, so that the answer is one line, or one error line.  ping
+ * prints PONG (--json {"pong":N}, N the servers that answered).
+ */
+static int stat_line(struct ctx *x, int ping)
+{
+	unsigned n = rkv_client_nservers(x->c);
+	struct rkv_server_stats *st = calloc(n ? n : 1, sizeof(*st));
+	int json = g_mode == OUT_JSON;
+
+	if (!st) {
+		err_line("%s: out of memory\n", x->cmd);
+		return 2;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int rc;
+
+		log_reset();
+		rc = rkv_server_stats(x->c, i, &st[i]);
+		if (rc) {
+			free(st);
+			return fail_op(x, NULL, server_label(x->c, i, x->label,
+							     sizeof(x->label)),
+				       rc);
+		}
+	}
+	if (ping)
+		printf(json ? "{\"pong\":%u}\n" : "PONG\n", n);
+	if (!ping && json)
+		fputs("{\"servers\":[", stdout);
+	for (unsigned i = 0; !ping && i < n; i++) {
+		if (i)
+			fputs(json ? "," : "; ", stdout);
+		print_stats_json(server_label(x->c, i, x->label,
+					      sizeof(x->label)),
+				 &st[i], json);
+	}
+	if (!ping)
+		puts(json ? "]}" : "");
+	free(st);
+	return 0;
+}
+
+/* ping: every server answers its statistics request.  PONG, or the
+ * first that did not, as one line. */
+static int cmd_ping(struct ctx *x)
+{
+	return stat_line(x, 1);
+}
+
 static int cmd_stat(struct ctx *x)
 {
 	int status = 0, shown_one = 0;
 
+	if (g_line)
+		return stat_line(x, 0);
 	if (g_mode == OUT_JSON)
 		fputs("{\"servers\":[", stdout);
 	for (unsigned i = 0; i < rkv_client_nservers(x->c); i++) {
@@ -1125,7 +1298,7 @@ static int cmd_stat(struct ctx *x)
 		}
 		if (shown_one++)
 			putchar(',');
-		print_stats_json(a, &st);
+		print_stats_json(a, &st, 1);
 	}
 	if (g_mode == OUT_JSON)
 		puts("]}");
@@ -1156,6 +1329,7 @@ static const struct cmd_def {
 	{ "incr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
 	{ "decr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
 	{ "stat", 0, 0, ARGS_NONE, "no arguments", cmd_stat },
+	{ "ping", 0, 0, ARGS_NONE, "no arguments", cmd_ping },
 };
 
 static const struct cmd_def *find_cmd(const char *name)
@@ -1167,15 +1341,15 @@ static const struct cmd_def *find_cmd(const char *name)
 }
 
 /* BY of incr and decr.  Returns 0, or 2 after one line. */
-static int parse_by(const char *cmd, const char *s, int64_t *by)
+static int parse_by(const char *cmd, const char *s, size_t len, int64_t *by)
 {
 	char *end;
 	long long v;
 
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (!*s || *end || errno) {
-		fprintf(stderr, "rkv: %s: BY '%s' is not a whole number from "
+	if (!*s || *end || errno || strlen(s) != len) {
+		err_line("%s: BY '%s' is not a whole number from "
 				"%" PRId64 " to %" PRId64 "\n", cmd,
 			shown_str(s), INT64_MIN, INT64_MAX);
 		return 2;
@@ -1187,16 +1361,18 @@ static int parse_by(const char *cmd, const char *s, int64_t *by)
 /*
  * The arguments of d (argc of them in argv) into x: their count, the
  * keys' and values' bytes (files read now, stdin marked), their limits,
- * BY.  Returns 0, or 2 after one line.
+ * BY.  lens: line mode, where argument i is the lens[i] bytes of argv[i]
+ * as they are (no "-" or @FILE: stdin holds the commands, and a line
+ * quotes any byte).  Returns 0, or 2 after one line.
  */
 static int load_args(const struct cmd_def *d, int argc, char **argv,
-		     struct ctx *x)
+		     const size_t *lens, struct ctx *x)
 {
 	int stdin_args = 0;
 
 	if (argc < d->min || (d->max >= 0 && argc > d->max) ||
 	    (d->kind == ARGS_PAIRS && argc % 2)) {
-		fprintf(stderr, "rkv: %s takes %s, not %d argument%s\n",
+		err_line("%s takes %s, not %d argument%s\n",
 			d->name, d->args, argc, argc == 1 ? "" : "s");
 		return 2;
 	}
@@ -1205,18 +1381,21 @@ static int load_args(const struct cmd_def *d, int argc, char **argv,
 	x->nargs = d->kind == ARGS_KEY_BY ? 1 : (size_t)argc;
 	x->args = calloc(x->nargs ? x->nargs : 1, sizeof(*x->args));
 	if (!x->args) {
-		fprintf(stderr, "rkv: out of memory\n");
+		err_line("out of memory\n");
 		return 2;
 	}
 	for (size_t i = 0; i < x->nargs; i++) {
 		int is_key = d->kind != ARGS_PAIRS || i % 2 == 0;
 		struct blob *b = &x->args[i];
 
-		if (blob_from_arg(d->name, b, argv[i], is_key))
+		if (lens)
+			*b = (struct blob){ .p = argv[i], .len = lens[i],
+					    .size = lens[i], .is_key = is_key };
+		else if (blob_from_arg(d->name, b, argv[i], is_key))
 			return 2;
 		stdin_args += b->from_stdin;
 		if (stdin_args > 1) {
-			fprintf(stderr, "rkv: %s: more than one argument is "
+			err_line("%s: more than one argument is "
 					"\"-\" (stdin is read once)\n", d->name);
 			return 2;
 		}
@@ -1225,7 +1404,8 @@ static int load_args(const struct cmd_def *d, int argc, char **argv,
 			return 2;
 	}
 	if (d->kind == ARGS_KEY_BY && argc == 2)
-		return parse_by(d->name, argv[1], &x->by);
+		return parse_by(d->name, argv[1],
+				lens ? lens[1] : strlen(argv[1]), &x->by);
 	return 0;
 }
 
@@ -1252,11 +1432,489 @@ static void free_args(struct ctx *x)
 	free(x->args);
 }
 
+/* ------------------------------------------------ --pipe and the prompt */
+
+/*
+ * Line mode: one command a line, its words split on blanks, a word in
+ * "double quotes" keeping its blanks, and in or out of quotes \n \r \t
+ * \0 \\ \" \' \xHH and \ before any other byte for that byte.  Answers:
+ * a value in quotes (out_quoted), (nil), OK, a number, PONG; one line
+ * each.  With --pipe, gets in a row and puts in a row go out together as
+ * one rkv_mget or rkv_mput of up to BATCH_MAX items (each server's
+ * first round in one doorbell); the batch is answered before a line of
+ * another kind runs and before a read of stdin could block, so a peer
+ * that waits for each answer gets it.
+ */
+/* bytes of the words of the lines in a batch: one line holding the
+ * largest key and value, every byte escaped as \xHH, fits */
+#define ARENA_CAP (4u * (RKV_KEY_MAX + RKV_VALUE_MAX) + 4096u)
+/* the longest line read (its words always fit the arena) */
+#define LINE_CAP (ARENA_CAP - 1)
+
+struct tok {
+	char *p; /* NUL-terminated, but may hold NULs: len counts */
+	size_t len;
+};
+
+struct line_ctx {
+	struct ctx *x;
+	/* the batch: gets (RKV_OP_GET) or puts (RKV_OP_PUT) */
+	enum rkv_op_type type;
+	size_t n;
+	struct rkv_kv items[BATCH_MAX];
+	char *room;   /* BATCH_MAX * MGET_ROOM: the values of its gets */
+	char *big;    /* RKV_VALUE_MAX: a value over its MGET_ROOM */
+	char *arena;  /* the words of its lines, and of the line at hand */
+	size_t used;  /* arena bytes its lines hold */
+	/* the words of the line at hand */
+	struct tok *toks;
+	size_t ntoks, cap_toks;
+	int interactive; /* the prompt, not --pipe */
+	int quit;
+};
+
+static int hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One more word of the line at hand.  Returns 0 or -ENOMEM. */
+static int tok_add(struct line_ctx *l, char *p, size_t len)
+{
+	if (l->ntoks == l->cap_toks) {
+		size_t cap = l->cap_toks ? 2 * l->cap_toks : 16;
+		struct tok *t = realloc(l->toks, cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		l->toks = t;
+		l->cap_toks = cap;
+	}
+	l->toks[l->ntoks++] = (struct tok){ .p = p, .len = len };
+	return 0;
+}
+
+/*
+ * Split line (len bytes) into l->toks, their bytes at dst (room for
+ * len + 1: escapes only shrink, each word's NUL takes its blank).
+ * Returns the bytes of dst used, or -1 after *why is set.
+ */
+static long tokenize(struct line_ctx *l, const char *line, size_t len,
+		     char *dst, const char **why)
+{
+	size_t i = 0, o = 0;
+
+	l->ntoks = 0;
+	for (;;) {
+		size_t start = o;
+		int quoted = 0;
+
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i == len)
+			return (long)o;
+		if (line[i] == '"') {
+			quoted = 1;
+			i++;
+		}
+		for (;;) {
+			int c, h1, h2;
+
+			if (i == len) {
+				if (quoted) {
+					*why = "a quote is not closed";
+					return -1;
+				}
+				break;
+			}
+			c = (unsigned char)line[i];
+			if (quoted && c == '"') {
+				i++;
+				if (i < len && line[i] != ' ' && line[i] != '\t') {
+					*why = "a closing quote must end its word";
+					return -1;
+				}
+				break;
+			}
+			if (!quoted && (c == ' ' || c == '\t'))
+				break;
+			i++;
+			if (c == '\\') {
+				if (i == len) {
+					*why = "a line ends in a lone \\";
+					return -1;
+				}
+				c = (unsigned char)line[i++];
+				switch (c) {
+				case 'n': c = '\n'; break;
+				case 'r': c = '\r'; break;
+				case 't': c = '\t'; break;
+				case '0': c = '\0'; break;
+				case 'x':
+					h1 = i < len ? hex_digit(line[i]) : -1;
+					h2 = i + 1 < len ? hex_digit(line[i + 1])
+							 : -1;
+					if (h1 < 0 || h2 < 0) {
+						*why = "\\x needs two hex digits";
+						return -1;
+					}
+					c = h1 << 4 | h2;
+					i += 2;
+					break;
+				default:
+					break; /* \\ \" \' \  and the rest */
+				}
+			}
+			dst[o++] = (char)c;
+		}
+		dst[o++] = '\0';
+		if (tok_add(l, dst + start, o - 1 - start)) {
+			*why = "out of memory";
+			return -1;
+		}
+	}
+}
+
+/* The answer to batched item it whose status is st. */
+static void batch_answer(struct line_ctx *l, struct rkv_kv *it, int st)
+{
+	struct ctx *x = l->x;
+	struct blob key = { .p = it->key, .len = it->key_len, .is_key = 1 };
+
+	x->cmd = l->type == RKV_OP_GET ? "get" : "put";
+	if (l->type == RKV_OP_GET && st == -ENOBUFS) {
+		st = rkv_get(x->c, it->key, it->key_len, l->big,
+			     RKV_VALUE_MAX, &it->val_len);
+		it->val = l->big;
+	}
+	if (st && st != -ENOENT) {
+		fail_op(x, &key, key_addr(x, &key), st);
+		return;
+	}
+	if (g_mode == OUT_JSON) {
+		putchar('{');
+		out_json_bytes("key", key.p, key.len);
+		if (l->type == RKV_OP_PUT)
+			fputs(",\"ok\":true", stdout);
+		else if (st)
+			fputs(",\"value\":null", stdout);
+		if (l->type == RKV_OP_GET && !st) {
+			putchar(',');
+			out_json_bytes("value", it->val, it->val_len);
+		}
+		puts("}");
+	} else if (l->type == RKV_OP_PUT) {
+		puts("OK");
+	} else if (st) {
+		puts("(nil)");
+	} else {
+		out_quoted(it->val, it->val_len);
+		putchar('\n');
+	}
+}
+
+/* Run the batch and answer each of its lines, in order. */
+static void batch_flush(struct line_ctx *l)
+{
+	int rc;
+
+	if (l->n) {
+		for (size_t i = 0; i < l->n; i++) {
+			l->items[i].status = NOT_RUN;
+			if (l->type == RKV_OP_GET) {
+				l->items[i].val = l->room + i * MGET_ROOM;
+				l->items[i].val_cap = MGET_ROOM;
+			}
+		}
+		log_reset();
+		rc = l->type == RKV_OP_GET ? rkv_mget(l->x->c, l->items, l->n)
+					   : rkv_mput(l->x->c, l->items, l->n);
+		for (size_t i = 0; i < l->n; i++) {
+			struct rkv_kv *it = &l->items[i];
+
+			batch_answer(l, it, it->status == NOT_RUN ? rc
+								 : it->status);
+		}
+	}
+	l->n = 0;
+	l->used = 0;
+}
+
+/* A get or put of the line at hand (words at the arena's used bytes,
+ * end_used after them) into the batch; 0 when it is another line. */
+static int batch_add(struct line_ctx *l, size_t end_used)
+{
+	const struct tok *t = l->toks;
+	int get = l->ntoks == 2 && t[0].len == 3 && !strcmp(t[0].p, "get");
+	int put = l->ntoks == 3 && t[0].len == 3 && !strcmp(t[0].p, "put");
+	enum rkv_op_type type = get ? RKV_OP_GET : RKV_OP_PUT;
+	struct rkv_kv *it;
+
+	/* anything load_args would refuse goes there, for its error line */
+	if ((!get && !put) || !t[1].len || t[1].len > RKV_KEY_MAX ||
+	    (put && t[2].len > RKV_VALUE_MAX))
+		return 0;
+	if (l->n && l->type != type)
+		batch_flush(l);
+	/* two puts of one key in one batch could land in either order */
+	for (size_t i = 0; put && i < l->n; i++) {
+		if (l->items[i].key_len == t[1].len &&
+		    !memcmp(l->items[i].key, t[1].p, t[1].len)) {
+			batch_flush(l);
+			break;
+		}
+	}
+	l->type = type;
+	it = &l->items[l->n++];
+	*it = (struct rkv_kv){ .key = t[1].p, .key_len = t[1].len };
+	if (put) {
+		it->val = t[2].p;
+		it->val_len = t[2].len;
+	}
+	/* a flush above left these words where they are: keep them */
+	l->used = end_used;
+	if (l->n == BATCH_MAX)
+		batch_flush(l);
+	return 1;
+}
+
+static void line_help(int interactive)
+{
+	if (!interactive) {
+		/* --pipe: one line, as for every command */
+		puts("commands: get KEY | put KEY VALUE | del KEY | exists KEY... "
+		     "| mget KEY... | mput KEY VALUE... | incr KEY [BY] | "
+		     "decr KEY [BY] | stat | ping | help | quit");
+		return;
+	}
+	puts("  get KEY               the value, in quotes; (nil) if absent\n"
+	     "  put KEY VALUE         store VALUE: OK\n"
+	     "  del KEY               1 if it was deleted, 0 if absent\n"
+	     "  exists KEY...         how many of the keys are present\n"
+	     "  mget KEY...           the values on one line\n"
+	     "  mput KEY VALUE...     store each pair: OK\n"
+	     "  incr KEY [BY]         add BY (default 1) to an 8-byte counter\n"
+	     "  decr KEY [BY]         subtract BY likewise\n"
+	     "  stat                  per-server counters, one line\n"
+	     "  ping                  PONG when every server answers\n"
+	     "  help, quit, exit      (or Ctrl-D)\n"
+	     "words split on blanks; \"...\" keeps blanks; \\n \\t \\\\ \\\" "
+	     "\\xHH escapes");
+}
+
+/* A line that is not batched: its command, at once. */
+static void line_cmd(struct line_ctx *l)
+{
+	struct tok *t = l->toks;
+	const struct cmd_def *d;
+	char **argv;
+	size_t *lens;
+	int rc;
+
+	if (!strcmp(t[0].p, "quit") || !strcmp(t[0].p, "exit")) {
+		l->quit = 1;
+		return;
+	}
+	if (!strcmp(t[0].p, "help")) {
+		line_help(l->interactive);
+		return;
+	}
+	d = find_cmd(t[0].p);
+	if (!d || strlen(t[0].p) != t[0].len) {
+		err_line("unknown command '%s': get, put, del, exists, mget, "
+			 "mput, incr, decr, stat, ping, help or quit\n",
+			 shown(t[0].p, t[0].len, 1));
+		return;
+	}
+	/* on the heap: a line of a million bytes may hold 500000 words */
+	argv = malloc(l->ntoks * sizeof(*argv));
+	lens = malloc(l->ntoks * sizeof(*lens));
+	if (!argv || !lens || l->ntoks > INT_MAX) {
+		err_line("%s: out of memory\n", d->name);
+		free(argv);
+		free(lens);
+		return;
+	}
+	for (size_t i = 1; i < l->ntoks; i++) {
+		argv[i - 1] = t[i].p;
+		lens[i - 1] = t[i].len;
+	}
+	rc = load_args(d, (int)l->ntoks - 1, argv, lens, l->x);
+	log_reset();
+	if (!rc)
+		d->fn(l->x);
+	free(argv);
+	free(lens);
+	free_args(l->x);
+	l->x->args = NULL;
+	l->x->nargs = 0;
+}
+
+/* One line of input (len bytes, no newline). */
+static void line_run(struct line_ctx *l, const char *line, size_t len)
+{
+	const char *why = NULL;
+	size_t skip = strspn(line, " \t");
+	long used;
+
+	if (len && line[len - 1] == '\r')
+		len--; /* CRLF input */
+	if (skip >= len || line[skip] == '#')
+		return; /* a blank line or a comment asks nothing */
+	if (l->used + len + 1 > ARENA_CAP)
+		batch_flush(l);
+	used = tokenize(l, line, len, l->arena + l->used, &why);
+	if (used < 0) {
+		batch_flush(l);
+		err_line("%s\n", why);
+		return;
+	}
+	/* command words in any case, as redis-cli takes them */
+	for (char *p = l->toks[0].p; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	if (batch_add(l, l->used + (size_t)used))
+		return;
+	batch_flush(l);
+	line_cmd(l);
+}
+
+/* Answer all that is pending: before blocking, and at the end. */
+static void line_sync(struct line_ctx *l)
+{
+	batch_flush(l);
+	fflush(stdout);
+}
+
+/* stdin as lines, read in large blocks for --pipe. */
+struct reader {
+	char *buf;
+	size_t cap, start, end;
+	int eof, skipping; /* skipping: the rest of a line over LINE_CAP */
+};
+
+/*
+ * The next line of stdin into *len bytes (no newline): NULL at the end.
+ * Before a read that may block, the pending answers go out.
+ */
+static char *reader_next(struct line_ctx *l, struct reader *r, size_t *len)
+{
+	for (;;) {
+		char *p = r->buf + r->start;
+		char *nl = memchr(p, '\n', r->end - r->start);
+		ssize_t n;
+
+		if (nl && r->skipping) {
+			r->skipping = 0;
+			r->start = (size_t)(nl + 1 - r->buf);
+			continue;
+		}
+		if (nl || (r->eof && r->start < r->end && !r->skipping)) {
+			*len = nl ? (size_t)(nl - p) : r->end - r->start;
+			r->start = nl ? (size_t)(nl + 1 - r->buf) : r->end;
+			return p;
+		}
+		if (r->eof)
+			return NULL;
+		memmove(r->buf, p, r->end - r->start);
+		r->end -= r->start;
+		r->start = 0;
+		if (r->skipping)
+			r->end = 0;
+		if (r->end == r->cap && r->cap >= LINE_CAP) {
+			line_sync(l);
+			err_line("a line is longer than %u bytes\n", LINE_CAP);
+			r->skipping = 1;
+			r->end = 0;
+		} else if (r->end == r->cap) {
+			size_t cap = 2 * r->cap < LINE_CAP ? 2 * r->cap
+							     : LINE_CAP;
+			char *b = realloc(r->buf, cap);
+
+			if (!b) {
+				line_sync(l);
+				err_line("out of memory\n");
+				return NULL;
+			}
+			r->buf = b;
+			r->cap = cap;
+		}
+		line_sync(l);
+		n = read(0, r->buf + r->end, r->cap - r->end);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err_line("cannot read stdin: %s\n", strerror(errno));
+			return NULL;
+		}
+		if (n == 0)
+			r->eof = 1;
+		r->end += (size_t)n;
+	}
+}
+
+/* The prompt: "rkv ADDR> ", or "rkv N servers> ". */
+static void line_prompt(struct rkv_client *c, char *buf, size_t cap)
+{
+	unsigned n = rkv_client_nservers(c);
+
+	if (n == 1)
+		snprintf(buf, cap, "rkv %s> ", rkv_client_server_addr(c, 0));
+	else
+		snprintf(buf, cap, "rkv %u servers> ", n);
+}
+
+/*
+ * --pipe (interactive 0) or the prompt: the commands of stdin, one a
+ * line.  Returns the exit status: 0 when no line failed, else 2.
+ */
+static int run_lines(struct ctx *x, int interactive)
+{
+	struct line_ctx l = { .x = x, .interactive = interactive };
+	struct reader r = { .cap = 1 << 16 };
+	char prompt[300];
+	char *line;
+	size_t len;
+
+	l.room = malloc((size_t)BATCH_MAX * MGET_ROOM);
+	l.big = malloc(RKV_VALUE_MAX);
+	l.arena = malloc(ARENA_CAP);
+	r.buf = malloc(r.cap);
+	if (!l.room || !l.big || !l.arena || !r.buf) {
+		err_line("out of memory\n");
+	} else if (interactive) {
+		line_prompt(x->c, prompt, sizeof(prompt));
+		if (rkv_line_open(prompt))
+			err_line("cannot start the prompt\n");
+		while (!l.quit && (line = rkv_line_read())) {
+			line_run(&l, line, strlen(line));
+			line_sync(&l);
+			free(line);
+		}
+		if (!l.quit)
+			putchar('\n'); /* Ctrl-D: the shell's prompt on a line */
+		rkv_line_close();
+	} else {
+		while (!l.quit && (line = reader_next(&l, &r, &len)))
+			line_run(&l, line, len);
+	}
+	line_sync(&l);
+	free(r.buf);
+	free(l.toks);
+	free(l.arena);
+	free(l.big);
+	free(l.room);
+	return g_line_errors ? 2 : 0;
+}
+
 /* --raw, --no-raw, --json: one of them.  Returns 0, or 2 after a line. */
 static int set_mode(enum out_mode m, const char *opt)
 {
 	if (g_mode != OUT_AUTO && g_mode != m) {
-		fprintf(stderr, "rkv: %s: give one of --raw, --no-raw and "
+		err_line("%s: give one of --raw, --no-raw and "
 				"--json\n", opt);
 		return 2;
 	}
@@ -1275,6 +1933,7 @@ int main(int argc, char **argv)
 		{ "raw", no_argument, NULL, 'R' },
 		{ "no-raw", no_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "pipe", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1285,7 +1944,7 @@ int main(int argc, char **argv)
 	const char *servers = getenv("RKV_SERVERS"), *cluster = NULL;
 	const char *secret = getenv("RKV_SECRET_FILE");
 	const char *servers_from = "$RKV_SERVERS";
-	int ch, rc, status;
+	int ch, rc, status, pipe = 0, line, tty;
 
 	if (argc > 1 && !strcmp(argv[1], "admin"))
 		return rkv_admin_main(argc - 1, argv + 1);
@@ -1306,7 +1965,7 @@ int main(int argc, char **argv)
 			long v = strtol(optarg, &end, 10);
 
 			if (!*optarg || *end || v <= 0 || v > 3600000) {
-				fprintf(stderr, "rkv: --timeout: '%s' is not a "
+				err_line("--timeout: '%s' is not a "
 						"number of milliseconds (1 to "
 						"3600000)\n", shown_str(optarg));
 				return 2;
@@ -1329,13 +1988,16 @@ int main(int argc, char **argv)
 				     argv[optind - 1]))
 				return 2;
 			break;
+		case 'L':
+			pipe = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		case 'V':
 			return rkv_version_print("rkv", RKV_PROTO_VERSION) ? 2 : 0;
 		case ':':
-			fprintf(stderr, "rkv: option '%s' needs a value (try "
+			err_line("option '%s' needs a value (try "
 					"--help)\n", argv[optind - 1]);
 			return 2;
 		default:
@@ -1345,21 +2007,37 @@ int main(int argc, char **argv)
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc < 1) {
+	if (pipe && argc) {
+		err_line("--pipe reads its commands from stdin: no command "
+			 "'%s' with it\n", shown_str(argv[0]));
+		return 2;
+	}
+	/* no command at a terminal: the prompt, when this build has one */
+	tty = isatty(0) && isatty(1);
+	line = pipe || (argc < 1 && tty && rkv_line_available());
+	if (argc < 1 && !line) {
 		/* a first line that says what is missing, then the hint */
-		fprintf(stderr, "rkv: no command: give one of get, put, del, "
-				"stat or admin\n");
+		err_line("no command: give one of get, put, del, "
+			 "stat or admin%s\n",
+			 tty ? " (this rkv was built without libedit: no "
+			       "prompt)"
+			     : "");
 		usage(stderr);
 		return 2;
 	}
-	d = find_cmd(argv[0]);
-	if (!d) {
-		fprintf(stderr, "rkv: unknown command '%s': get, put, del, "
-				"exists, mget, mput, incr, decr or stat (try "
-				"--help)\n", shown_str(argv[0]));
+	if (line && g_mode == OUT_RAW) {
+		err_line("--raw: %s answers one line per command, printable "
+			 "or --json\n", pipe ? "--pipe" : "the prompt");
 		return 2;
 	}
-	if (load_args(d, argc - 1, argv + 1, &x)) {
+	d = line ? NULL : find_cmd(argv[0]);
+	if (!line && !d) {
+		err_line("unknown command '%s': get, put, del, exists, mget, "
+			 "mput, incr, decr, stat or ping (try --help)\n",
+			 shown_str(argv[0]));
+		return 2;
+	}
+	if (!line && load_args(d, argc - 1, argv + 1, NULL, &x)) {
 		free_args(&x);
 		return 2;
 	}
@@ -1379,8 +2057,9 @@ int main(int argc, char **argv)
 	log_level_from_env();
 	opts.name = "rkv-cli";
 	opts.secret_file = secret && *secret ? secret : NULL;
-	opts.max_inflight = 4;
-	opts.cache_entries = 16;
+	/* one command: little to cache; lines: a batch in flight at once */
+	opts.max_inflight = line ? BATCH_MAX : 4;
+	opts.cache_entries = line ? 65536 : 16;
 	opts.log_fn = on_log;
 	opts.log_arg = &g_log;
 	rc = rkv_client_create(&opts, &x.c);
@@ -1390,12 +2069,18 @@ int main(int argc, char **argv)
 	}
 	x.o = &opts;
 	log_reset();
-	status = load_stdin(&x);
-	if (!status)
-		status = d->fn(&x);
+	if (line) {
+		g_line = 1;
+		status = run_lines(&x, !pipe);
+		g_line = 0; /* a write error below goes to stderr */
+	} else {
+		status = load_stdin(&x);
+		if (!status)
+			status = d->fn(&x);
+	}
 	if (fflush(stdout) && status < 2) {
-		fprintf(stderr, "rkv: %s: cannot write stdout: %s\n", x.cmd,
-			strerror(errno));
+		err_line("%s: cannot write stdout: %s\n",
+			 x.cmd ? x.cmd : "--pipe", strerror(errno));
 		status = 2;
 	}
 	rkv_client_destroy(x.c);

@@ -79,14 +79,34 @@ fi
 
 missing=""
 for f in bin/rkv bin/rkv-server bin/rkv-ycsb lib/librkv.so.1 lib/librkv.so \
-  lib/librkv.a include/rkv/rkv.h include/rkv/rkv_ps.h lib/pkgconfig/librkv.pc; do
+  lib/librkv.a include/rkv/rkv.h include/rkv/rkv_ps.h lib/pkgconfig/librkv.pc \
+  share/man/man1/rkv.1 share/man/man1/rkv-server.1 share/man/man1/rkv-ycsb.1 \
+  lib/systemd/system/rkv-server.service; do
   [ -e "$ROOT/$f" ] || missing="$missing $f"
 done
 if [ -z "$missing" ]; then
-  ok "the tools, librkv.so, librkv.a, the headers and librkv.pc are installed"
+  ok "the tools, librkv.so, librkv.a, the headers, librkv.pc, the man pages and the unit file are installed"
 else
   notok "installed tree lacks:$missing"
 fi
+# each man page renders without a warning (groff -ww, else man -l)
+for page in rkv rkv-server rkv-ycsb; do
+  f=$ROOT/share/man/man1/$page.1
+  if [ ! -f "$f" ]; then
+    notok "man page $page.1 renders without warnings (not installed)"
+  elif command -v groff >/dev/null; then
+    w=$(groff -man -Tutf8 -ww -z "$f" 2>&1)
+    check "man page $page.1 renders without warnings (groff -ww)${w:+: $w}" test -z "$w"
+  elif command -v man >/dev/null; then
+    w=$(MANWIDTH=80 man -l --warnings "$f" 2>&1 >/dev/null)
+    check "man page $page.1 renders without warnings (man -l)${w:+: $w}" test -z "$w"
+  else
+    ok "man page $page.1 renders without warnings # SKIP neither groff nor man"
+  fi
+done
+unit=$ROOT/lib/systemd/system/rkv-server.service
+check "the unit file runs $PREFIX/bin/rkv-server with --listen and --secret-file" \
+  grep -q "^ExecStart=$PREFIX/bin/rkv-server --listen .* --secret-file " "$unit"
 [ -x "$ROOT/bin/rkv" ] && [ -L "$ROOT/lib/librkv.so" ] &&
   [ "$(readlink "$ROOT/lib/librkv.so")" = librkv.so.1 ]
 check "librkv.so links to librkv.so.1, binaries are executable" test $? = 0
