@@ -79,7 +79,8 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 {
 	struct cache_ent *e;
 
-	if (!c->cache_n || rkv_slot_empty(slot) || rkv_slot_locked(slot))
+	if (!c->cache_n || rkv_slot_empty(slot) || rkv_slot_locked(slot) ||
+	    rkv_slot_tentative(slot))
 		return;
 	e = slot_of(c, o);
 	if (!e->key || e->key_len != o->op->key_len ||

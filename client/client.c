@@ -147,6 +147,16 @@ static int take_servers(struct rkv_client *c)
 	if (rc)
 		return rc;
 	c->nsrv = c->map->n;
+	c->peer_cap = c->nsrv;
+	if (c->opts.cluster_file && rkv_reg_is_url(c->opts.cluster_file)) {
+		/* a map in etcd may gain servers (a join): room for them */
+		c->peer_cap += PEER_SPARE;
+		if (c->peer_cap > MAX_SERVERS)
+			c->peer_cap = MAX_SERVERS;
+		c->moved = cluster_moved;
+	}
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		c->owner[p] = c->map->owner[p];
 	c->nslots = c->opts.max_inflight;
 	return 0;
 }
@@ -201,7 +211,7 @@ static int make_engine(struct rkv_client *c)
 	if (rc)
 		return rc;
 	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR +
-					c->nsrv * (CTRL_SEND_BUFS + CTRL_RECVS) +
+					c->peer_cap * (CTRL_SEND_BUFS + CTRL_RECVS) +
 					64,
 			     &c->eng.cq);
 }
@@ -215,7 +225,8 @@ static int make_lmem(struct rkv_client *c)
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
 	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) +
-		      (size_t)c->nsrv * CTRL_MEM + AUX_CALLS * sizeof(uint64_t);
+		      (size_t)c->peer_cap * CTRL_MEM +
+		      AUX_CALLS * sizeof(uint64_t);
 	c->lmem = mmap(NULL, c->lmem_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c->lmem == MAP_FAILED) {
@@ -232,8 +243,8 @@ static int carve(struct rkv_client *c)
 	char *p = c->lmem;
 
 	c->slots = rkv_aligned_alloc(64, c->nslots * sizeof(*c->slots));
-	c->peer = rkv_calloc(c->nsrv, sizeof(*c->peer));
-	c->space = rkv_calloc(c->nsrv, sizeof(*c->space));
+	c->peer = rkv_calloc(c->peer_cap, sizeof(*c->peer));
+	c->space = rkv_calloc(c->peer_cap, sizeof(*c->space));
 	if (!c->slots || !c->peer || !c->space)
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->nslots; i++) {
@@ -242,18 +253,13 @@ static int carve(struct rkv_client *c)
 	}
 	c->new_blk = p;
 	p += c->nslots * c->new_blk_size;
-	for (unsigned i = 0; i < c->nsrv; i++) {
-		/* placement is by name: with two servers or more, each must
-		 * be the one its map entry names */
-		peer_init(&c->peer[i], &c->eng, i, &c->map->srv[i],
-			  c->nsrv > 1, p);
-		p += CTRL_MEM;
-		space_init(&c->space[i], &c->peer[i]);
-		c->space[i].ready = ops_space_ready;
-		c->space[i].ready_arg = c;
-		c->links[i] = &c->peer[i].link;
-	}
+	c->ctrl_mem = p;
+	p += c->peer_cap * CTRL_MEM;
 	c->eng.links = c->links;
+	/* placement is by name: with two servers or more, each must be the
+	 * one its map entry names */
+	for (unsigned i = 0; i < c->nsrv; i++)
+		peers_setup(c, i, &c->map->srv[i], c->nsrv > 1);
 	c->eng.nlinks = c->nsrv;
 	for (unsigned i = 0; i < AUX_CALLS; i++) {
 		c->aux[i].word = (uint64_t *)(void *)p; /* 8-aligned */
@@ -338,6 +344,7 @@ void rkv_client_destroy(struct rkv_client *c)
 	rkv_free(c->space);
 	rkv_free(c->peer);
 	rkv_free(c->map);
+	rkv_free(c->next);
 	rkv_mr_dereg(c->eng.lmr);
 	if (c->lmem)
 		munmap(c->lmem, c->lmem_len);

@@ -72,12 +72,22 @@ struct rkv_client {
 	size_t op_buf_size;      /* per slot */
 	char *new_blk;           /* per slot new-block buffers */
 	size_t new_blk_size;
-	/* servers: the map, and a peer per server of it */
+	/* servers: the map, and a peer per server of it (and of the maps
+	 * that came after it: cluster.c) */
 	struct rkv_map *map;
-	struct peer *peer;       /* peer[i]: map->srv[i] */
+	struct rkv_map *next;    /* the map a migration moves to, or NULL */
+	uint16_t owner[RKV_MAP_PARTS]; /* partition -> peer index */
+	struct peer *peer;       /* peer[i] for i < map->n: map->srv[i] */
 	struct space *space;     /* space[i]: ours on peer[i] */
 	struct link *links[MAX_SERVERS];
-	unsigned nsrv;           /* map->n */
+	unsigned nsrv;           /* peers in use */
+	unsigned peer_cap;       /* peers there is room for (nsrv + spare) */
+	char *ctrl_mem;          /* CTRL_MEM bytes per peer, registered */
+	/* a partition went elsewhere (op_mig.c): the peer index it is on
+	 * now, or -errno (cluster.c; NULL: a static map) */
+	int (*moved)(struct rkv_client *c, unsigned part, uint32_t epoch,
+		     unsigned from);
+	int mig;                 /* a migration's own client: no fence */
 	unsigned ndown;          /* peers down (peers.c) */
 	int healing;             /* peers_heal is running */
 	unsigned links_failed_seen; /* eng.links_failed at the last heal */
@@ -94,6 +104,16 @@ struct rkv_client {
 	struct aux_call aux[AUX_CALLS]; /* words.c */
 	struct cgpu *gpu;        /* device staging (dev.c); NULL until used */
 };
+
+/* Peers a client whose map is in etcd keeps room for, beyond its map's
+ * servers: servers that join later (cluster.c). */
+#define PEER_SPARE 16u
+
+/* words.c: post wr (one signaled WR; into a call's aux word when
+ * wr->local is NULL, *val gets that word) on p and wait for it, within
+ * the op timeout.  0 or -errno. */
+int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
+	    uint64_t *val);
 
 /* Log through the client's callback (engine.c). */
 #define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)
@@ -116,6 +136,13 @@ int client_read_only(const struct rkv_client *c);
  * unreachable stays down (its keys' ops fail with its error) and is
  * retried; any other refusal fails create, as does every server down. */
 int peers_connect_all(struct rkv_client *c);
+/* Set up peer i (< peer_cap) for server s, not connected. */
+void peers_setup(struct rkv_client *c, unsigned i,
+		 const struct rkv_map_server *s, int check_name);
+/* The peer of server s (by name, then address), connected or down and
+ * retried like any other; a new one is added.  Its index, or -ENOSPC
+ * (no room left: PEER_SPARE) or -ENXIO (the name is another address). */
+int peers_get(struct rkv_client *c, const struct rkv_map_server *s);
 /* From each progress call at the top (never from inside one): notice
  * links that failed; reconnect the down servers whose retry is due. */
 void peers_heal(struct rkv_client *c);
@@ -123,6 +150,13 @@ void peers_heal(struct rkv_client *c);
 /* cluster.c: the map of "etcd://HOST:PORT/CLUSTER" into c->map (the
  * reason logged).  0 or -errno. */
 int cluster_load(struct rkv_client *c, const char *url);
+/* client->moved of a client whose map is in etcd: a server said partition
+ * part is gone from peer from since the map of epoch.  Reads the maps in
+ * etcd when the client has none of that epoch (blocking, once per
+ * epoch), points the partition at its owner there, and returns that
+ * peer's index, or -errno (-ESTALE: no map says where it went). */
+int cluster_moved(struct rkv_client *c, unsigned part, uint32_t epoch,
+		  unsigned from);
 
 /* dev.c */
 int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,

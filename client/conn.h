@@ -83,4 +83,10 @@ static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 	return p->g.index_addr + bucket * RKV_BUCKET_SIZE + i * 8u;
 }
 
+/* The partition table's word of partition part (layout.h). */
+static inline uint64_t peer_part_addr(const struct peer *p, unsigned part)
+{
+	return p->g.index_addr + p->g.nbuckets * RKV_BUCKET_SIZE + part * 8u;
+}
+
 #endif

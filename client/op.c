@@ -88,7 +88,9 @@ void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
 		rd(o, local_off, raddr, o->p->ctrl.keys.data, len);
 }
 
-/* READ both buckets into OB_BUCKETS. */
+/* READ both buckets into OB_BUCKETS, then the key's partition word into
+ * OB_PART: RC executes them in order, so a bucket that shows a moved
+ * slot is followed by a word that shows the move (op_mig.c). */
 void rd_buckets(struct opslot *o)
 {
 	uint32_t k = o->p->ctrl.keys.index;
@@ -97,6 +99,7 @@ void rd_buckets(struct opslot *o)
 	   RKV_BUCKET_SIZE);
 	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, peer_slot_addr(o->p, o->b[1], 0), k,
 	   RKV_BUCKET_SIZE);
+	rd(o, OB_PART, peer_part_addr(o->p, o->part), k, 8);
 }
 
 /* READ the slot word at pos into OB_WORD. */
@@ -302,19 +305,52 @@ unsigned op_route(const struct rkv_client *c, const void *key,
 	struct rkv_key_hash kh;
 
 	rkv_key_hash(key, key_len, &kh);
-	return rkv_map_owner(c->map, kh.route);
+	return c->owner[rkv_map_part(kh.route)];
+}
+
+/* The op's server: si.  0, or the error that server is down with. */
+static int op_place(struct opslot *o, unsigned si)
+{
+	struct rkv_client *c = o->c;
+
+	o->p = &c->peer[si];
+	o->sp = &c->space[si];
+	if (o->p->down || o->p->link.dead)
+		return o->p->down ? o->p->down : o->p->link.dead;
+	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);
+	o->npos = o->b[0] == o->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
+	return 0;
+}
+
+void op_redirect(struct opslot *o, unsigned si)
+{
+	int rc;
+
+	nb_drop(o); /* a block of the old server's chunks goes back there */
+	o->nb = (struct newblk){ 0 };
+	o->ins = (struct ins_state){ 0 };
+	o->rmw = (struct rmw_state){ 0 };
+	o->old_grant = 0;
+	rc = op_place(o, si);
+	if (!rc && o->p->g.read_only && o->kind->writes)
+		rc = -EACCES;
+	if (rc) {
+		op_finish(o, rc);
+		return;
+	}
+	op_retry(o);
 }
 
 static void op_start(struct opslot *o)
 {
 	struct rkv_op *op = o->op;
 	struct rkv_client *c = o->c;
-	unsigned si;
+	int rc;
 
 	rkv_key_hash(op->key, op->key_len, &o->kh);
-	si = rkv_map_owner(c->map, o->kh.route);
-	o->p = &c->peer[si];
-	o->sp = &c->space[si];
+	o->part = rkv_map_part(o->kh.route);
+	o->p = &c->peer[c->owner[o->part]];
+	o->sp = &c->space[c->owner[o->part]];
 	o->t_op_ms = rkv_coarse_ms();
 	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
 	o->retries = 0;
@@ -332,13 +368,12 @@ static void op_start(struct opslot *o)
 		op_finish(o, -EACCES);
 		return;
 	}
-	if (o->p->down || o->p->link.dead) {
+	rc = op_place(o, c->owner[o->part]);
+	if (rc) {
 		/* a dead server costs its own keys only (peers.c) */
-		op_finish(o, o->p->down ? o->p->down : o->p->link.dead);
+		op_finish(o, rc);
 		return;
 	}
-	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);
-	o->npos = o->b[0] == o->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
 	op_attempt(o);
 }
 
@@ -380,15 +415,20 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 			space_ready(o);
 		return;
 	}
-	/* OP_WAIT_TIMER: look again after ~lease/8 */
+	/* OP_WAIT_TIMER: look again after ~lease/8; a frozen partition
+	 * (a migration moving it) every millisecond */
 	uint32_t step = o->p->g.lease_ms / 8 ? o->p->g.lease_ms / 8 : 1;
 
+	if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))
+		step = 1;
 	if (now_ms - o->t_round_ms < step)
 		return;
 	o->t_round_ms = now_ms;
 	o->state = OP_IO;
 	if (OP_MACHINE(o->step) == OP_MACHINE(INS_CAS))
 		ins_timer(o);
+	else if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))
+		op_attempt(o); /* not a retry: the deadline bounds it */
 	else
 		o->kind->timer(o);
 }

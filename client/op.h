@@ -49,6 +49,8 @@ struct rkv_ext_op;
 #define OB_WORD2 136          /* 8: second CAS result */
 #define OB_HDR 144            /* 32: header of the block a cached put or
 			       * delete unlinks (its grant id) */
+#define OB_PART 176           /* 8: the key's partition word, READ with
+			       * the buckets (layout.h, op_mig.c) */
 #define OB_BLOCKS 192         /* blocks read */
 
 enum op_state {
@@ -96,6 +98,10 @@ enum kind_step {
 	RMW_HEAD_PUT,       /* head put: WRITE block + CAS from cached */
 	RMW_WAIT_LOCK,      /* timer: the slot is locked */
 	RMW_PARKED,         /* space: the new value waits for a chunk */
+};
+
+enum mig_step {
+	MIG_WAIT = 0x40,    /* timer: the key's partition is being moved */
 };
 
 #define OP_MACHINE(step) ((unsigned)(step) >> 4)
@@ -165,6 +171,7 @@ struct ins_state {
 	uint64_t tent_seen_ms;   /* ... unchanged since */
 	uint64_t full_since_ms;  /* both buckets full, some slot tentative,
 				  * since (0: no) */
+	int fenced;              /* withdrawing: the partition moves */
 };
 
 struct rmw_state {
@@ -195,6 +202,8 @@ struct opslot {
 	uint64_t t_start_ns, t_op_ms, t_round_ms, deadline_ms;
 	struct rkv_key_hash kh;
 	uint64_t b[2];           /* candidate bucket numbers */
+	unsigned part;           /* placement partition (cmap.h) */
+	uint64_t fence;          /* partition word that stopped it (op_mig.c) */
 	unsigned npos;           /* slot positions: 16, or 8 when both
 				  * candidate buckets are one */
 	char *buf;               /* registered op buffer (OB_*) */
@@ -316,6 +325,15 @@ void ins_round(struct opslot *o);
 void ins_timer(struct opslot *o);
 /* Give our tentative slot up and finish with err (a deadline). */
 void ins_abort(struct opslot *o, int err);
+
+/* op_mig.c: the partition fence.  mig_fenced: whether the partition word
+ * the last bucket round read (OB_PART) stops the op here (kept in
+ * o->fence); mig_resolve, once the op holds nothing on the server: wait
+ * while the partition is frozen, follow it where it went. */
+int mig_fenced(struct opslot *o);
+void mig_resolve(struct opslot *o);
+/* Move the op to server si and start it again there. */
+void op_redirect(struct opslot *o, unsigned si);
 
 /* ---- shared by the kinds (the extension kinds reuse get's and rmw's) */
 

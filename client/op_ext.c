@@ -94,7 +94,7 @@ static void split_get_round(struct opslot *o)
 		get_round(o);
 		return;
 	}
-	if (!op_too_slow(o) && !rkv_slot_empty(w) &&
+	if (!op_too_slow(o) && !rkv_slot_empty(w) && !rkv_slot_moved(w) &&
 	    rkv_slot_same_block(w, o->expect)) {
 		split_deliver(o, w);
 		return;

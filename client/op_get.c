@@ -71,7 +71,9 @@ void get_round(struct opslot *o)
 	uint64_t w = word_at(o, OB_WORD);
 
 	/* GET_CACHED */
-	if (!op_too_slow(o) && !rkv_slot_empty(w) &&
+	/* a moved slot still names the block, but the key's value is on
+	 * another server now (op_mig.c) */
+	if (!op_too_slow(o) && !rkv_slot_empty(w) && !rkv_slot_moved(w) &&
 	    rkv_slot_same_block(w, o->expect)) {
 		get_deliver(o, o->buf + OB_BLOCKS, rkv_slot_size(o->expect),
 			    o->slot_pos, w);

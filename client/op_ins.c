@@ -112,6 +112,12 @@ static void decide(struct opslot *o)
 {
 	int rc;
 
+	if (mig_fenced(o)) {
+		/* the partition is moving: nothing of it may be added here */
+		o->ins.fenced = 1;
+		withdraw(o);
+		return;
+	}
 	o->ins.seen = 0;
 	o->t_round_ms = rkv_coarse_ms();
 	loc_collect(o, (int)o->slot_pos, 1);
@@ -270,7 +276,10 @@ static void withdrawn(struct opslot *o)
 	 * it) */
 	o->ins.tent = 0;
 	nb_drop(o);
-	if (o->ins.abort_err) {
+	if (o->ins.fenced) {
+		o->ins.fenced = 0;
+		mig_resolve(o);
+	} else if (o->ins.abort_err) {
 		int err = o->ins.abort_err;
 
 		o->ins.abort_err = 0;

@@ -111,6 +111,10 @@ void loc_buckets(struct opslot *o)
 {
 	int rc;
 
+	if (mig_fenced(o)) {
+		mig_resolve(o); /* (a put's block written here is dropped) */
+		return;
+	}
 	if (o->kind->buckets && o->kind->buckets(o))
 		return;
 	loc_collect(o, -1, 0);

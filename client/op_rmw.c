@@ -181,7 +181,8 @@ static void lock_done(struct opslot *o)
 		}
 		return;
 	}
-	if (rkv_slot_locked(w) && rkv_slot_same_block(w, o->expect)) {
+	if (rkv_slot_locked(w) && !rkv_slot_moved(w) &&
+	    rkv_slot_same_block(w, o->expect)) {
 		wait_lock(o, w);
 		return;
 	}
@@ -194,6 +195,11 @@ static void lock_polled(struct opslot *o)
 {
 	uint64_t w = word_at(o, OB_WORD);
 
+	if (rkv_slot_moved(w)) {
+		/* not a lock: the key moved away; locate sees where */
+		op_retry(o);
+		return;
+	}
 	if (w == o->rmw.lock_seen) {
 		if (rkv_coarse_ms() - o->rmw.lock_seen_ms >= o->p->g.lease_ms) {
 			/* lease over: take the lock over */

@@ -51,6 +51,56 @@ static void mark_down(struct rkv_client *c, struct peer *p, int err,
 	c->ndown++;
 }
 
+void peers_setup(struct rkv_client *c, unsigned i,
+		 const struct rkv_map_server *s, int check_name)
+{
+	peer_init(&c->peer[i], &c->eng, i, s, check_name,
+		  c->ctrl_mem + (size_t)i * CTRL_MEM);
+	space_init(&c->space[i], &c->peer[i]);
+	c->space[i].ready = ops_space_ready;
+	c->space[i].ready_arg = c;
+	c->links[i] = &c->peer[i].link;
+}
+
+int peers_get(struct rkv_client *c, const struct rkv_map_server *s)
+{
+	struct conn_opts co = conn_opts_of(c, c->opts.connect_timeout_ms);
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < c->nsrv; i++) {
+		if (strcmp(c->peer[i].name, s->name) != 0)
+			continue;
+		if (strcmp(c->peer[i].addr, s->addr) != 0) {
+			clog_(c, RKV_LOG_ERROR, "server %s is at %s now, not at "
+			      "%s: not followed", s->name, s->addr,
+			      c->peer[i].addr);
+			return -ENXIO;
+		}
+		return (int)i;
+	}
+	if (c->nsrv == c->peer_cap) {
+		clog_(c, RKV_LOG_ERROR, "no room for server %s: this client "
+		      "was made for %u servers", s->name, c->peer_cap);
+		return -ENOSPC;
+	}
+	peers_setup(c, i, s, 1);
+	c->nsrv++;
+	c->eng.nlinks = c->nsrv;
+	rc = peer_connect(&c->peer[i], &co);
+	if (rc) {
+		clog_(c, RKV_LOG_WARN, "new server %s is down (%s): its keys "
+		      "fail until it is back", c->peer[i].label,
+		      strerror(-rc));
+		peer_reset(&c->peer[i]);
+		c->peer[i].link.dead = rc;
+		mark_down(c, &c->peer[i], rc, rkv_now_ms());
+	} else {
+		clog_(c, RKV_LOG_INFO, "server %s joined", c->peer[i].label);
+	}
+	return (int)i;
+}
+
 int peers_connect_all(struct rkv_client *c)
 {
 	struct conn_opts co = conn_opts_of(c, c->opts.connect_timeout_ms);

@@ -291,6 +291,8 @@ struct rkv_client_stats {
 	uint64_t doorbells;       /* rkv_post calls */
 	uint64_t rkey_updates;    /* new rkeys applied (server rotation) */
 	uint64_t reconnects;      /* servers reconnected after going down */
+	uint64_t redirects;       /* ops sent on to where their key moved */
+	uint64_t mig_waits;       /* ops that waited for a key being moved */
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */

@@ -39,10 +39,8 @@ static void aux_unposted(struct wr_ctx *w, int err)
 	(void)err; /* posted directly, never queued */
 }
 
-/* Post wr (one signaled WR into a call's aux word) on p and wait for
- * it; *val gets the word. */
-static int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
-		   uint64_t *val)
+int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
+	    uint64_t *val)
 {
 	uint64_t end = rkv_now_ms() + c->opts.timeout_ms;
 	struct aux_call *a = NULL;
@@ -61,9 +59,11 @@ static int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 				.busy = 1, .p = p, .word = a->word };
 	wr->wr_id = wr_ctx_id(&a->w);
 	wr->flags = RKV_WR_SIGNALED;
-	wr->local = a->word;
-	wr->lkey = c->eng.lmr->lkey;
-	wr->length = 8;
+	if (!wr->local) {
+		wr->local = a->word;
+		wr->lkey = c->eng.lmr->lkey;
+		wr->length = 8;
+	}
 	wr->next = NULL;
 	rc = rkv_post(p->link.ep, wr, NULL);
 	if (rc) {
@@ -88,7 +88,7 @@ static int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 		}
 	}
 	a->busy = 0;
-	if (a->status == 0)
+	if (a->status == 0 && val)
 		*val = *a->word;
 	return a->status;
 }

@@ -51,6 +51,8 @@ int rkv_reg_parse_url(const char *url, struct rkv_reg_url *u, char *why,
 		      size_t why_len);
 /* The etcd keys of a cluster. */
 void rkv_reg_map_key(const struct rkv_reg_url *u, char *buf, size_t cap);
+/* The map a migration in progress moves to ("next"), beside "map". */
+void rkv_reg_next_key(const struct rkv_reg_url *u, char *buf, size_t cap);
 void rkv_reg_servers_prefix(const struct rkv_reg_url *u, char *buf,
 			    size_t cap);
 void rkv_reg_server_key(const struct rkv_reg_url *u, const char *name,

@@ -29,12 +29,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define RKV_MAP_PART_BITS 12u
 #define RKV_MAP_PARTS (1u << RKV_MAP_PART_BITS)
+_Static_assert(RKV_MAP_PARTS == RKV_PART_WORDS,
+	       "one partition table word per partition (layout.h)");
 #define RKV_MAP_SERVERS_MAX 256u
 #define RKV_SERVER_NAME_MAX 64u  /* bytes, NUL included */
 #define RKV_MAP_ADDR_MAX 300u    /* bytes, NUL included */

@@ -168,6 +168,56 @@ static inline uint64_t rkv_slot_bump(uint64_t s)
 			     rkv_slot_fp(s), rkv_slot_version(s) + 1);
 }
 
+/*
+ * Migration marks (docs/DESIGN.md §9.5).  A slot whose key was moved to
+ * another server has lock and tentative both set (no other slot does:
+ * tentative slots are never locked), and keeps its block fields, so the
+ * server's free-space scans keep the block alive.  No client changes a
+ * moved slot: writers' CASes expect the word they read, and they read
+ * the partition's state (below) with the buckets.  Readers skip it as
+ * tentative.  Only the migration's cleanup empties it.
+ */
+#define RKV_SLOT_MOVED (RKV_SLOT_LOCK | RKV_SLOT_TENT)
+
+static inline int rkv_slot_moved(uint64_t s)
+{
+	return (s & RKV_SLOT_MOVED) == RKV_SLOT_MOVED;
+}
+
+/*
+ * The partition table: RKV_PART_WORDS words right after the last bucket
+ * of the index region, one per placement partition (proto/cmap.h), each
+ * changed only by CAS.  A client READs its key's word in every round
+ * that reads the key's buckets.
+ *   63..62  state: RKV_PART_OWNED (0: this server serves the partition,
+ *           or never heard of it), RKV_PART_FROZEN (a migration is moving
+ *           its keys: wait), RKV_PART_GONE (moved: ask the map of epoch)
+ *   31..0   epoch of the map that moves it (FROZEN, GONE)
+ */
+#define RKV_PART_WORDS 4096u
+#define RKV_PART_TABLE_SIZE (RKV_PART_WORDS * 8u)
+
+enum rkv_part_state {
+	RKV_PART_OWNED = 0,
+	RKV_PART_FROZEN = 1,
+	RKV_PART_GONE = 2,
+};
+
+static inline unsigned rkv_part_state(uint64_t w)
+{
+	return (unsigned)(w >> 62);
+}
+
+static inline uint32_t rkv_part_epoch(uint64_t w)
+{
+	return (uint32_t)w;
+}
+
+static inline uint64_t rkv_part_word(unsigned state, uint32_t epoch)
+{
+	return ((uint64_t)state << 62) | epoch;
+}
+
 /* Whether two slot words name the same block (lock, tentative mark and
  * version ignored). */
 static inline int rkv_slot_same_block(uint64_t a, uint64_t b)

@@ -295,7 +295,10 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 		goto err;
 	}
 
-	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE);
+	/* the buckets, then the partition table (layout.h), zero: every
+	 * partition owned until a migration says otherwise */
+	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE) +
+			 RKV_PART_TABLE_SIZE;
 	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
 			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr,
 			why, whylen);

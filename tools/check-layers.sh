@@ -20,7 +20,7 @@ layer() {
     conn) echo 3 ;;
     chunks) echo 4 ;;
     op|op_*|cache|dev|words) echo 5 ;;
-    api|client|peers|cluster) echo 6 ;;
+    api|client|peers|cluster|migrate) echo 6 ;;
     ps/*) echo 7 ;;
     *) echo 0 ;;
   esac

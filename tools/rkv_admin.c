@@ -12,8 +12,13 @@
  * the registered servers the map does not hold.  init: the first map
  * (epoch 1) from the registered servers (all, or those named), put with
  * compare-and-swap (only if there is none), refusing a server of another
- * protocol version or a bad name.  map: the map's text.  join and drain
- * need live migration, which is not built: they say so and change nothing.
+ * protocol version or a bad name.  map: the map's text.  join NAME and
+ * drain NAME: the next map (epoch + 1, with the registered server NAME
+ * added, or NAME taken out) is put in etcd as "next", the keys that move
+ * are moved live (client/migrate.h), then the next map is published with
+ * compare-and-swap on the map's revision, "next" removed and the moved
+ * slots cleaned.  A migration that stopped half-way (an error, a kill) is
+ * resumed by the next join or drain, whatever it names.
  * Every error is one line; exit 0 done, 2 on an error.
  */
 #include "rkv_admin.h"
@@ -24,10 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "cmap.h"
 #include "etcd.h"
+#include "migrate.h"
 #include "msg.h"
 #include "registry.h"
 #include "rkv.h"
@@ -53,7 +60,12 @@ static void usage(FILE *f)
 		"  init [NAME...]  make the first map (epoch 1) of the registered\n"
 		"                  servers (all, or those named)\n"
 		"  map             print the map\n"
-		"  join, drain     need live migration: not built yet\n"
+		"  join NAME       add the registered server NAME, moving its\n"
+		"                  share of the keys to it while clients work\n"
+		"  drain NAME      move NAME's keys to the others, then take it\n"
+		"                  out of the map (it may be stopped after)\n"
+		"                  (a migration that stopped half-way is resumed\n"
+		"                  by the next join or drain)\n"
 		"default cluster: $RKV_CLUSTER\n");
 }
 
@@ -112,16 +124,15 @@ static const struct rkv_reg_server *registered(const struct admin *a,
 	return NULL;
 }
 
-/* The map: 0 and *m (mod revision in *rev), 1 when there is none, or the
- * exit status of an error already said. */
-static int load_map(struct admin *a, const char *cmd, struct rkv_map *m,
-		    int64_t *rev)
+/* The map at key: 0 and *m (mod revision in *rev), 1 when there is none,
+ * or the exit status of an error already said. */
+static int load_map_at(struct admin *a, const char *cmd, const char *key,
+		       const char *what, struct rkv_map *m, int64_t *rev)
 {
-	char key[RKV_REG_KEY_MAX], why[300];
+	char why[300] = "";
 	struct rkv_etcd_kv kv = { 0 };
 	int rc;
 
-	rkv_reg_map_key(&a->u, key, sizeof(key));
 	rc = rkv_etcd_get(a->e, key, &kv, NULL);
 	if (rc == -ENOENT)
 		return 1;
@@ -135,13 +146,32 @@ static int load_map(struct admin *a, const char *cmd, struct rkv_map *m,
 		rc = -EINVAL;
 	rkv_etcd_kv_fini(&kv);
 	if (rc) {
-		fprintf(stderr, "rkv admin: %s: the map in etcd (%s) is not a "
-				"cluster map: %s\n", cmd, key,
+		fprintf(stderr, "rkv admin: %s: the %s in etcd (%s) is not a "
+				"cluster map: %s\n", cmd, what, key,
 			rc == -EINVAL && !why[0] ? "no epoch line or a NUL byte"
 						 : why);
 		return 2;
 	}
 	return 0;
+}
+
+static int load_map(struct admin *a, const char *cmd, struct rkv_map *m,
+		    int64_t *rev)
+{
+	char key[RKV_REG_KEY_MAX];
+
+	rkv_reg_map_key(&a->u, key, sizeof(key));
+	return load_map_at(a, cmd, key, "map", m, rev);
+}
+
+/* The migration in progress ("next"): as load_map. */
+static int load_next(struct admin *a, const char *cmd, struct rkv_map *n)
+{
+	char key[RKV_REG_KEY_MAX];
+	int64_t rev;
+
+	rkv_reg_next_key(&a->u, key, sizeof(key));
+	return load_map_at(a, cmd, key, "next map", n, &rev);
 }
 
 /* Keys of each server of the map: a client of the map, STATS to each. */
@@ -191,9 +221,19 @@ static int cmd_status(struct admin *a)
 		       "the registered servers\n", a->url);
 		m->n = 0;
 	} else {
+		struct rkv_map *n = rkv_malloc(sizeof(*n));
+		int nx = n ? load_next(a, "status", n) : 1;
+
 		printf("map epoch %llu, %u servers (etcd revision %lld); "
-		       "migration: none\n", (unsigned long long)m->epoch, m->n,
+		       "migration: ", (unsigned long long)m->epoch, m->n,
 		       (long long)rev);
+		if (nx == 0)
+			printf("to epoch %llu with %u servers, under way or "
+			       "stopped (rkv admin join or drain resumes it)\n",
+			       (unsigned long long)n->epoch, n->n);
+		else
+			printf("none\n");
+		rkv_free(n);
 		keys_of(a, m, keys);
 	}
 	if (m->n)
@@ -315,6 +355,192 @@ static int cmd_map(struct admin *a)
 	return rc;
 }
 
+/* ---------------------------------------------------- join and drain */
+
+#define MAP_TEXT_MAX (RKV_MAP_SERVERS_MAX * 400 + 64)
+
+/* The map after cmd (join or drain) of name: *to, or an error said. */
+static int next_map(struct admin *a, const char *cmd, const char *name,
+		    const struct rkv_map *m, struct rkv_map *to)
+{
+	int in = rkv_map_find(m, name);
+
+	rkv_map_init(to);
+	if (!strcmp(cmd, "join")) {
+		const struct rkv_reg_server *r = registered(a, name);
+
+		if (in >= 0)
+			return fail(cmd, "server '%s' is in the map already",
+				    name);
+		if (!r)
+			return fail(cmd, "server '%s' is not registered (is it "
+				    "running with --cluster %s?)", name,
+				    a->url);
+		for (unsigned i = 0; i < m->n; i++)
+			if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr,
+					NULL, 0))
+				return fail(cmd, "%s", "the map is full");
+		if (add_server(to, r))
+			return 2;
+	} else {
+		if (in < 0)
+			return fail(cmd, "server '%s' is not in the map", name);
+		if (m->n == 1)
+			return fail(cmd, "server '%s' is the only one: its keys "
+				    "have nowhere to go", name);
+		for (unsigned i = 0; i < m->n; i++)
+			if ((int)i != in &&
+			    rkv_map_add(to, m->srv[i].name, m->srv[i].addr,
+					NULL, 0))
+				return fail(cmd, "%s", "the map is full");
+	}
+	to->epoch = m->epoch + 1;
+	rkv_map_place(to);
+	return 0;
+}
+
+static void progress(void *arg, const struct rkv_mig_progress *p)
+{
+	static unsigned last_tenth = ~0u;
+	int tty = *(const int *)arg;
+	unsigned pct = p->parts_total ? p->parts_done * 100u / p->parts_total
+				      : 100;
+
+	if (tty) {
+		char bar[41];
+		unsigned k = pct * 40u / 100u;
+
+		memset(bar, '#', k);
+		memset(bar + k, '.', 40 - k);
+		bar[40] = '\0';
+		printf("\r[%s] %3u%%  %u/%u partitions, %llu keys, %.1f s ",
+		       bar, pct, p->parts_done, p->parts_total,
+		       (unsigned long long)p->keys_moved,
+		       (double)p->elapsed_ms / 1000.0);
+		fflush(stdout);
+	} else if (pct / 10 != last_tenth) {
+		last_tenth = pct / 10;
+		printf("moved %u/%u partitions (%u%%), %llu keys, %.1f s\n",
+		       p->parts_done, p->parts_total, pct,
+		       (unsigned long long)p->keys_moved,
+		       (double)p->elapsed_ms / 1000.0);
+	}
+}
+
+/* Publish to (CAS on the map's revision rev), remove "next". */
+static int publish(struct admin *a, const char *cmd, const struct rkv_map *to,
+		   int64_t rev)
+{
+	char key[RKV_REG_KEY_MAX], *text = rkv_malloc(MAP_TEXT_MAX);
+	int rc, len;
+
+	if (!text)
+		return fail(cmd, "%s", "out of memory");
+	len = rkv_map_format(to, text, MAP_TEXT_MAX);
+	rkv_reg_map_key(&a->u, key, sizeof(key));
+	rc = len > 0 ? rkv_etcd_put_if(a->e, key, text, (size_t)len, 0, rev)
+		     : -EINVAL;
+	rkv_free(text);
+	if (rc == -ECANCELED)
+		return fail(cmd, "the map in etcd changed during the migration "
+			    "(someone else changed it): not published");
+	if (rc)
+		return fail(cmd, "publishing the map: %s", rkv_etcd_why(a->e));
+	rkv_reg_next_key(&a->u, key, sizeof(key));
+	rc = rkv_etcd_delete(a->e, key);
+	if (rc && rc != -ENOENT)
+		return fail(cmd, "removing the next map: %s",
+			    rkv_etcd_why(a->e));
+	return 0;
+}
+
+static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
+	char key[RKV_REG_KEY_MAX], why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
+	struct rkv_client_opts co;
+	struct rkv_mig_progress pr = { 0 }, cl = { 0 };
+	int tty = isatty(1), rc, len;
+	int64_t rev = 0;
+
+	if (!m || !to || !text) {
+		rc = fail(cmd, "%s", "out of memory");
+		goto out;
+	}
+	if (argc != 1) {
+		rc = fail(cmd, "%s", "give one server name");
+		goto out;
+	}
+	rc = load_registered(a, cmd);
+	if (!rc)
+		rc = load_map(a, cmd, m, &rev);
+	if (rc == 1)
+		rc = fail(cmd, "cluster %s has no map yet (rkv admin init)",
+			  a->u.cluster);
+	if (!rc)
+		rc = load_next(a, cmd, to);
+	if (rc == 0) {
+		if (to->epoch != m->epoch + 1) {
+			rc = fail(cmd, "the next map in etcd is of epoch %llu, "
+				  "not %llu: remove it by hand",
+				  (unsigned long long)to->epoch,
+				  (unsigned long long)m->epoch + 1);
+			goto out;
+		}
+		printf("resuming the migration to epoch %llu (%u servers)\n",
+		       (unsigned long long)to->epoch, to->n);
+	} else if (rc == 1) {
+		rc = next_map(a, cmd, argv[0], m, to);
+		len = rc ? 0 : rkv_map_format(to, text, MAP_TEXT_MAX);
+		rkv_reg_next_key(&a->u, key, sizeof(key));
+		if (!rc && rkv_etcd_put_if(a->e, key, text, (size_t)len, 0, 0))
+			rc = fail(cmd, "putting the next map: %s",
+				  rkv_etcd_why(a->e));
+	}
+	if (rc)
+		goto out;
+	printf("%s %s: epoch %llu -> %llu\n", cmd, argv[0],
+	       (unsigned long long)m->epoch, (unsigned long long)to->epoch);
+	rkv_client_opts_init(&co);
+	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
+	co.connect_timeout_ms = a->timeout_ms;
+	co.name = "rkv-admin";
+	struct rkv_mig_opts mo = { .base = &co, .from = m, .to = to,
+				   .progress = progress, .arg = &tty };
+
+	rc = rkv_mig_run(&mo, &pr, why, sizeof(why));
+	if (tty)
+		printf("\n");
+	if (rc) {
+		rc = fail(cmd, "migration stopped: %s (run it again to resume; "
+			  "clients keep working)", why);
+		goto out;
+	}
+	rc = publish(a, cmd, to, rev);
+	if (rc)
+		goto out;
+	rc = rkv_mig_cleanup(&mo, &cl, why, sizeof(why));
+	if (rc)
+		fprintf(stderr, "rkv admin: %s: the map is published; cleaning "
+				"moved slots failed: %s (the next join or drain "
+				"cleans them)\n", cmd, why);
+	printf("cluster %s: map epoch %llu with %u servers; %u partitions, "
+	       "%llu keys (%llu bytes) moved in %.2f s, longest freeze %llu ms;"
+	       " %llu moved slots cleaned\n", a->u.cluster,
+	       (unsigned long long)to->epoch, to->n, pr.parts_total,
+	       (unsigned long long)pr.keys_moved,
+	       (unsigned long long)pr.bytes_moved,
+	       (double)pr.elapsed_ms / 1000.0,
+	       (unsigned long long)pr.freeze_max_ms,
+	       (unsigned long long)cl.blocks_freed);
+	rc = 0;
+out:
+	rkv_free(text);
+	rkv_free(to);
+	rkv_free(m);
+	return rc;
+}
+
 int rkv_admin_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -358,11 +584,8 @@ int rkv_admin_main(int argc, char **argv)
 			    "etcd://HOST:PORT/CLUSTER or $RKV_CLUSTER");
 	if (rkv_reg_parse_url(a.url, &a.u, why, sizeof(why)))
 		return fail(cmd, "%s", why);
-	if (!strcmp(cmd, "join") || !strcmp(cmd, "drain"))
-		return fail(cmd, "%s", "not built yet: it moves keys between "
-			    "servers, and live migration is not built yet "
-			    "(nothing changed)");
-	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map"))
+	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map") &&
+	    strcmp(cmd, "join") && strcmp(cmd, "drain"))
 		return fail(cmd, "%s", "unknown command (try --help)");
 	if (rkv_etcd_open(a.u.endpoint, a.timeout_ms, &a.e, why, sizeof(why)))
 		return fail(cmd, "%s", why);
@@ -370,6 +593,8 @@ int rkv_admin_main(int argc, char **argv)
 		rc = cmd_status(&a);
 	else if (!strcmp(cmd, "init"))
 		rc = cmd_init(&a, argc - optind - 1, argv + optind + 1);
+	else if (!strcmp(cmd, "join") || !strcmp(cmd, "drain"))
+		rc = cmd_move(&a, cmd, argc - optind - 1, argv + optind + 1);
 	else
 		rc = cmd_map(&a);
 	rkv_free(a.reg);

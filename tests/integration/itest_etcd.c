@@ -15,6 +15,8 @@
  *     version, is refused with the reason and changes nothing.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "etcd.h"
 #include "etcd_proc.h"
+#include "lincheck.h"
+#include "migrate.h"
 #include "msg.h"
+#include "registry.h"
 #include "rkv.h"
 #include "rtime.h"
 #include "srv.h"
@@ -42,7 +48,7 @@ static const char *const g_names[NSRV] = { "alpha", "bravo", "charlie" };
 struct env {
 	struct test_etcd etcd;
 	char url[128];            /* etcd://127.0.0.1:P/CLUSTER */
-	struct test_srv s[NSRV];
+	struct test_srv s[NSRV + 1]; /* the last: a server that joins */
 };
 
 /* etcd, and a fresh cluster name in it; 77 (skip) without etcd. */
@@ -68,15 +74,17 @@ static int env_etcd(struct env *v)
 static int start_srv(struct env *v, unsigned i, const char *name,
 		     const char *wait_s)
 {
+	/* a small index: a migration reads it whole for each batch */
 	const char *extra[] = { "--name", name, "--cluster", v->url,
-				"--etcd-wait", wait_s ? wait_s : "10", NULL };
+				"--etcd-wait", wait_s ? wait_s : "10",
+				"--capacity", "30000", NULL };
 
 	return test_srv_start(&v->s[i], g_prov, extra);
 }
 
 static void env_stop(struct env *v)
 {
-	for (unsigned i = 0; i < NSRV; i++)
+	for (unsigned i = 0; i <= NSRV; i++)
 		if (v->s[i].pid > 0)
 			test_srv_stop(&v->s[i]);
 	test_etcd_stop(&v->etcd);
@@ -169,10 +177,27 @@ static void t_serve_from_etcd(void)
 	rc = admin(&v, "init", out, sizeof(out));
 	EXPECT_EQ(rc, 2);
 	EXPECT_TRUE(strstr(out, "already has a map (epoch 1") != NULL);
-	/* join and drain say they are not built, and change nothing */
-	rc = admin(&v, "join delta", out, sizeof(out));
-	EXPECT_EQ(rc, 2);
-	EXPECT_TRUE(strstr(out, "not built yet") != NULL);
+	/* join and drain of what cannot be: one line each, nothing changed */
+	static const struct {
+		const char *args, *says;
+	} refused[] = {
+		{ "join delta", "server 'delta' is not registered" },
+		{ "join alpha", "server 'alpha' is in the map already" },
+		{ "drain delta", "server 'delta' is not in the map" },
+		{ "join", "give one server name" },
+		{ "drain alpha bravo", "give one server name" },
+	};
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		rc = admin(&v, refused[i].args, out, sizeof(out));
+		EXPECT_EQ(rc, 2);
+		EXPECT_TRUE(strstr(out, refused[i].says) != NULL);
+		EXPECT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
+		if (!strstr(out, refused[i].says))
+			printf("#   %s: %s", refused[i].args, out);
+	}
+	rc = admin(&v, "map", out, sizeof(out));
+	EXPECT_TRUE(rc == 0 && strstr(out, "epoch 1\n") != NULL);
 	rkv_client_destroy(a);
 	rkv_client_destroy(b);
 	env_stop(&v);
@@ -440,6 +465,481 @@ static void t_bad_input(void)
 	env_stop(&v);
 }
 
+/* ------------------------------------------------- join and drain live */
+
+#define MIG_KEYS 48        /* hot keys of the linearizability check */
+#define MIG_FILL 3000      /* keys that only move */
+#define MIG_FRESH 12000    /* fresh keys a client puts at most */
+#define MIG_CLIENTS 3
+#define MIG_OP_MS 20000    /* op timeout: a frozen batch waits (slow in
+			    * sanitizer builds) */
+
+static uint64_t now_ns(void)
+{
+	return rkv_now_ns();
+}
+
+static int mig_get(struct rkv_client *c, const char *k, uint64_t *id)
+{
+	char buf[64];
+	size_t len = 0;
+	int rc = rkv_get(c, k, strlen(k), buf, sizeof(buf) - 1, &len);
+
+	if (rc)
+		return rc;
+	buf[len] = '\0';
+	return sscanf(buf, "v%" SCNx64, id) == 1 ? 0 : -EBADMSG;
+}
+
+/* A client of the cluster in etcd: random put/get/delete of the hot keys,
+ * each logged for the checker, and puts of fresh keys (new<client>-<n>,
+ * each a new insert somewhere), until stop_file exists.  Its summary
+ * (ops, errors, redirects, waits, p99 and worst latency in us, fresh keys
+ * acknowledged) in sum_file. */
+static void mig_child(const char *url, int client, const char *log,
+		      const char *stop_file, const char *sum_file)
+{
+	struct rkv_client *c = test_client_cluster(url, MIG_OP_MS, 10000,
+						   NULL, NULL);
+	static uint32_t lat_us[1 << 20];
+	uint64_t seq = 0, rnd = 0x9e3779b97f4a7c15ull * (uint64_t)(client + 1);
+	unsigned nlat = 0, errors = 0, fresh = 0;
+	uint64_t t_start = now_ns();
+	int first_err = 0;
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (!c || fd < 0)
+		_exit(3);
+	for (;;) {
+		if ((seq & 63) == 0 && access(stop_file, F_OK) == 0)
+			break;
+		rnd ^= rnd << 13;
+		rnd ^= rnd >> 7;
+		rnd ^= rnd << 17;
+		unsigned key = (unsigned)(rnd % MIG_KEYS), r = (rnd >> 20) % 12;
+		int kind = r < 5 ? LIN_GET : r < 9 ? LIN_PUT : LIN_DEL;
+		char k[32], v[32];
+
+		/* spread over the run: about two a millisecond */
+		if (r >= 10 && fresh < MIG_FRESH &&
+		    fresh < (now_ns() - t_start) / 500000u) {
+			/* a fresh key: an insert, never changed again */
+			snprintf(k, sizeof(k), "new%d-%u", client, fresh);
+			int frc = rkv_put(c, k, strlen(k), "fresh", 5);
+
+			if (frc == 0)
+				fresh++;
+			else if (!errors++)
+				first_err = frc;
+			seq++;
+			continue;
+		}
+		if (r >= 10)
+			r -= 10;
+		uint64_t in = kind == LIN_PUT ? (uint64_t)(client + 1) << 40 | ++seq
+					      : (++seq, 0);
+		uint64_t out = 0, t0 = now_ns();
+		int ok = LIN_INDET, rc;
+
+		snprintf(k, sizeof(k), "hot%u", key);
+		lin_log_call(fd, client, seq, key + 1, kind, in, t0);
+		if (kind == LIN_GET) {
+			rc = mig_get(c, k, &out);
+			if (rc == -ENOENT) {
+				rc = 0;
+				out = LIN_ABSENT;
+			}
+		} else if (kind == LIN_PUT) {
+			snprintf(v, sizeof(v), "v%" PRIx64, in);
+			rc = rkv_put(c, k, strlen(k), v, strlen(v));
+		} else {
+			rc = rkv_delete(c, k, strlen(k));
+			out = rc == -ENOENT ? LIN_DEL_ABSENT : LIN_DEL_DONE;
+			if (rc == -ENOENT)
+				rc = 0;
+		}
+		uint64_t t1 = now_ns();
+
+		if (rc == 0)
+			ok = LIN_DONE;
+		else if (!errors++)
+			first_err = rc;
+		lin_log_ret(fd, client, seq, out, ok, t1);
+		if (nlat < sizeof(lat_us) / sizeof(lat_us[0]))
+			lat_us[nlat++] = (uint32_t)((t1 - t0) / 1000);
+	}
+	close(fd);
+	/* p99 and worst */
+	uint32_t worst = 0, p99 = 0;
+	unsigned above;
+
+	for (unsigned i = 0; i < nlat; i++)
+		worst = lat_us[i] > worst ? lat_us[i] : worst;
+	for (uint32_t t = 1; t <= worst; t = t * 11 / 10 + 1) {
+		above = 0;
+		for (unsigned i = 0; i < nlat; i++)
+			above += lat_us[i] > t;
+		if (above * 100u <= nlat) {
+			p99 = t;
+			break;
+		}
+	}
+	struct rkv_client_stats st;
+	FILE *f = fopen(sum_file, "w");
+
+	rkv_client_stats(c, &st);
+	if (f) {
+		fprintf(f, "%u %u %llu %llu %u %u %u %s\n", nlat, errors,
+			(unsigned long long)st.redirects,
+			(unsigned long long)st.mig_waits, p99, worst, fresh,
+			first_err ? strerror(-first_err) : "-");
+		fclose(f);
+	}
+	rkv_client_destroy(c);
+	_exit(0);
+}
+
+/* 3 servers grow to 4 and drain back to 3 under load from several
+ * processes: the checker over the whole history (and a read of every hot
+ * key at the end), every filler key read back, the moves counted. */
+static void t_join_drain_live(void)
+{
+	char dir[] = "/tmp/rkv-itest-mig-XXXXXX", path[300], stop[300];
+	char out[8192];
+	struct env v;
+	pid_t kids[MIG_CLIENTS];
+	struct rkv_client *c;
+	int rc = env_cluster(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	ASSERT_TRUE(mkdtemp(dir) != NULL);
+	ASSERT_EQ(start_srv(&v, NSRV, "delta", NULL), 0);
+	c = test_client_cluster(v.url, MIG_OP_MS, 10000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < MIG_FILL; i++)
+		ASSERT_EQ(test_kput(c, i, 1), 0);
+	snprintf(stop, sizeof(stop), "%s/stop", dir);
+	for (int i = 0; i < MIG_CLIENTS; i++) {
+		char log[300], sum[300];
+
+		snprintf(log, sizeof(log), "%s/h%d", dir, i);
+		snprintf(sum, sizeof(sum), "%s/s%d", dir, i);
+		kids[i] = fork();
+		if (kids[i] == 0)
+			mig_child(v.url, i, log, stop, sum);
+	}
+	usleep(300000);
+	uint64_t t0 = rkv_now_ms();
+
+	rc = admin(&v, "join delta", out, sizeof(out));
+	printf("#   join: %.0f ms: %s", (double)(rkv_now_ms() - t0),
+	       strrchr(out, '\n') ? strstr(out, "cluster ") : out);
+	EXPECT_EQ(rc, 0);
+	/* the client made before the join follows its keys to delta */
+	for (unsigned i = 0; i < MIG_FILL; i++)
+		EXPECT_EQ(test_kcheck(c, i, 1), 0);
+	usleep(200000);
+	t0 = rkv_now_ms();
+	rc = admin(&v, "drain alpha", out, sizeof(out));
+	printf("#   drain: %.0f ms: %s", (double)(rkv_now_ms() - t0),
+	       strstr(out, "cluster ") ? strstr(out, "cluster ") : out);
+	EXPECT_EQ(rc, 0);
+	usleep(200000);
+	rc = admin(&v, "join alpha", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	usleep(200000);
+	rc = admin(&v, "drain delta", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	usleep(200000);
+	int fd = open(stop, O_WRONLY | O_CREAT, 0600);
+
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < MIG_CLIENTS; i++) {
+		int st = 0;
+
+		waitpid(kids[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	/* the final value of every hot key, as one more client */
+	snprintf(path, sizeof(path), "%s/hfinal", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	for (unsigned k = 0; fd >= 0 && k < MIG_KEYS; k++) {
+		char name[32];
+		uint64_t id = 0;
+
+		snprintf(name, sizeof(name), "hot%u", k);
+		lin_log_call(fd, 99, k, k + 1, LIN_GET, 0, now_ns());
+		rc = mig_get(c, name, &id);
+		lin_log_ret(fd, 99, k, rc == -ENOENT ? LIN_ABSENT : id,
+			    rc == 0 || rc == -ENOENT ? LIN_DONE : LIN_INDET,
+			    now_ns());
+		EXPECT_TRUE(rc == 0 || rc == -ENOENT);
+	}
+	if (fd >= 0)
+		close(fd);
+	/* every filler key, after four moves, from a fresh client too */
+	struct rkv_client *d = test_client_cluster(v.url, MIG_OP_MS, 10000,
+						   NULL, NULL);
+	unsigned lost = 0;
+
+	ASSERT_TRUE(d != NULL);
+	for (unsigned i = 0; i < MIG_FILL; i++)
+		lost += test_kcheck(d, i, 1) != 0 || test_kcheck(c, i, 1) != 0;
+	EXPECT_EQ(lost, 0);
+	/* the history */
+	struct lin_hist h = { 0 };
+	struct lin_result res;
+	unsigned long long ops = 0, errs = 0, redir = 0, waits = 0;
+	unsigned p99 = 0, worst = 0, fresh[MIG_CLIENTS] = { 0 }, nfresh = 0;
+	unsigned fresh_lost = 0;
+
+	for (int i = 0; i <= MIG_CLIENTS; i++) {
+		FILE *f;
+		unsigned long long a, b, r, w;
+		unsigned p, x;
+
+		if (i == MIG_CLIENTS)
+			snprintf(path, sizeof(path), "%s/hfinal", dir);
+		else
+			snprintf(path, sizeof(path), "%s/h%d", dir, i);
+		EXPECT_EQ(lin_load(path, &h, NULL), 0);
+		snprintf(path, sizeof(path), "%s/s%d", dir, i);
+		f = i < MIG_CLIENTS ? fopen(path, "r") : NULL;
+		char why[64] = "";
+
+		if (f && fscanf(f, "%llu %llu %llu %llu %u %u %u %63[^\n]", &a,
+				&b, &r, &w, &p, &x, &fresh[i], why) == 8) {
+			if (b)
+				printf("#   client %d: %llu failed, the first: "
+				       "%s\n", i, b, why);
+			ops += a;
+			errs += b;
+			redir += r;
+			waits += w;
+			p99 = p > p99 ? p : p99;
+			worst = x > worst ? x : worst;
+		}
+		if (f)
+			fclose(f);
+	}
+	/* every acknowledged fresh key is there */
+	for (int i = 0; i < MIG_CLIENTS; i++) {
+		for (unsigned n = 0; n < fresh[i]; n++) {
+			char k[32], buf[16];
+			size_t len = 0;
+
+			snprintf(k, sizeof(k), "new%d-%u", i, n);
+			fresh_lost += rkv_get(d, k, strlen(k), buf, sizeof(buf),
+					      &len) != 0;
+			nfresh++;
+		}
+	}
+	printf("#   %u fresh keys put during the moves, %u of them lost\n",
+	       nfresh, fresh_lost);
+	EXPECT_EQ(fresh_lost, 0);
+	rc = lin_check(h.ops, h.n, NULL, &res);
+	printf("#   %llu ops by %d clients through join, drain, join, drain: "
+	       "%llu failed, %llu redirected, %llu waited for a move; p99 "
+	       "%u us, worst %u us; checker: %s (%zu ops, %zu keys)\n",
+	       ops, MIG_CLIENTS, errs, redir, waits, p99, worst,
+	       lin_verdict_str(rc), res.checked, res.keys);
+	if (rc != LIN_OK)
+		printf("#   %s\n", res.explain);
+	EXPECT_EQ(rc, LIN_OK);
+	EXPECT_EQ(errs, 0);
+	EXPECT_TRUE(redir > 0); /* the moves were met, not missed */
+	lin_hist_fini(&h);
+	rkv_client_destroy(d);
+	rkv_client_destroy(c);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path)) {
+		/* a temporary directory left */
+	}
+	env_stop(&v);
+}
+
+/* An insert whose first round read its partition as owned, and whose
+ * tentative CAS lands after the whole partition moved away: it must see
+ * the move in that CAS's round and follow it, not commit on the old
+ * server where nobody would read it again.  The put is held between its
+ * rounds by not polling (on tcp the first round is executed by the
+ * server's transport thread meanwhile; on shm it may finish at once, and
+ * then the test only checks the move).  Fails with the insert's fence
+ * taken out (decide() in client/op_ins.c). */
+static void t_insert_meets_move(void)
+{
+	struct env v;
+	struct rkv_map *from = rkv_malloc(sizeof(*from));
+	struct rkv_map *to = rkv_malloc(sizeof(*to));
+	char out[8192], why[300], key[32], nkey[RKV_REG_KEY_MAX];
+	struct rkv_reg_url u;
+	struct rkv_etcd *e = NULL;
+	struct rkv_client *c, *d;
+	int rc = env_cluster(&v);
+
+	if (rc == 77) {
+		rkv_free(from);
+		rkv_free(to);
+		return;
+	}
+	ASSERT_EQ(rc, 0);
+	ASSERT_TRUE(from && to);
+	ASSERT_EQ(start_srv(&v, NSRV, "delta", NULL), 0);
+	c = test_client_cluster(v.url, MIG_OP_MS, 10000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	ASSERT_EQ(admin(&v, "map", out, sizeof(out)), 0);
+	ASSERT_EQ(rkv_map_parse(out, from, why, sizeof(why)), 0);
+	*to = *from;
+	ASSERT_EQ(rkv_map_add(to, "delta", v.s[NSRV].addr, why, sizeof(why)),
+		  0);
+	to->epoch = 2;
+	rkv_map_place(to);
+	/* a fresh key of a partition that moves to delta */
+	for (unsigned i = 0;; i++) {
+		struct rkv_key_hash kh;
+
+		snprintf(key, sizeof(key), "fence%u", i);
+		rkv_key_hash(key, strlen(key), &kh);
+		if (!strcmp(to->srv[to->owner[rkv_map_part(kh.route)]].name,
+			    "delta"))
+			break;
+	}
+	/* a chunk of the key's old server in hand first, so the put's first
+	 * round is posted at once (not after a CHUNK_ALLOC) */
+	{
+		struct rkv_key_hash kh;
+		unsigned owner;
+
+		rkv_key_hash(key, strlen(key), &kh);
+		owner = from->owner[rkv_map_part(kh.route)];
+		for (unsigned i = 0;; i++) {
+			char w[32];
+
+			snprintf(w, sizeof(w), "warm%u", i);
+			rkv_key_hash(w, strlen(w), &kh);
+			if (from->owner[rkv_map_part(kh.route)] != owner)
+				continue;
+			ASSERT_EQ(rkv_put(c, w, strlen(w), "w", 1), 0);
+			break;
+		}
+	}
+	/* the map it moves to, where clients that meet the move read it */
+	ASSERT_EQ(rkv_reg_parse_url(v.url, &u, why, sizeof(why)), 0);
+	rkv_reg_next_key(&u, nkey, sizeof(nkey));
+	ASSERT_EQ(rkv_etcd_open(v.etcd.url, 3000, &e, why, sizeof(why)), 0);
+	int len = rkv_map_format(to, out, sizeof(out));
+
+	ASSERT_TRUE(len > 0);
+	ASSERT_EQ(rkv_etcd_put(e, nkey, out, (size_t)len, 0), 0);
+	struct rkv_op op = { .type = RKV_OP_PUT, .key = key,
+			     .key_len = strlen(key), .val = "fenced",
+			     .val_len = 6 };
+	struct rkv_op *done[1];
+	int n;
+
+	ASSERT_EQ(rkv_submit(c, &op), 0);
+	n = rkv_poll(c, done, 1); /* its first round: the buckets, owned */
+	usleep(100000);
+	struct rkv_client_opts co;
+	struct rkv_mig_opts mo = { .base = &co, .from = from, .to = to };
+	struct rkv_mig_progress pr;
+
+	rkv_client_opts_init(&co);
+	co.timeout_ms = MIG_OP_MS;
+	co.connect_timeout_ms = 3000;
+	rc = rkv_mig_run(&mo, &pr, why, sizeof(why));
+	if (rc)
+		printf("#   migration: %s\n", why);
+	ASSERT_EQ(rc, 0);
+	printf("#   the put %s the move (%llu keys moved)\n",
+	       n ? "finished before" : "waits between its rounds through",
+	       (unsigned long long)pr.keys_moved);
+	for (uint64_t end = rkv_now_ms() + 10000; n == 0 && rkv_now_ms() < end;) {
+		rkv_wait(c, 1000);
+		n = rkv_poll(c, done, 1);
+	}
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(op.status, 0);
+	/* a new client of the published map (epoch 1) finds it */
+	d = test_client_cluster(v.url, MIG_OP_MS, 10000, NULL, NULL);
+	ASSERT_TRUE(d != NULL);
+	char buf[16] = "";
+	size_t got = 0;
+
+	EXPECT_EQ(rkv_get(d, key, strlen(key), buf, sizeof(buf) - 1, &got), 0);
+	EXPECT_TRUE(got == 6 && !memcmp(buf, "fenced", 6));
+	rkv_client_destroy(d);
+	rkv_client_destroy(c);
+	rkv_etcd_close(e);
+	rkv_free(from);
+	rkv_free(to);
+	env_stop(&v);
+}
+
+/* rkv admin killed in the middle of a join: status says a migration is
+ * under way, the next join resumes it, and no key is lost. */
+static void t_join_killed(void)
+{
+	char cmd[1024], out[8192];
+	struct env v;
+	struct rkv_client *c;
+	unsigned lost = 0;
+	int rc = env_cluster(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	ASSERT_EQ(start_srv(&v, NSRV, "delta", NULL), 0);
+	c = test_client_cluster(v.url, MIG_OP_MS, 10000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < MIG_FILL; i++)
+		ASSERT_EQ(test_kput(c, i, 1), 0);
+	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(cmd, cmd, "admin", "--cluster", v.url, "join", "delta",
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* kill it once it has started moving (its next map is in etcd) */
+	for (int i = 0; i < 400; i++) {
+		usleep(5000);
+		rc = admin(&v, "status", out, sizeof(out));
+		if (strstr(out, "migration: to epoch 2"))
+			break;
+	}
+	usleep(20000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	rc = admin(&v, "status", out, sizeof(out));
+	int stopped = strstr(out, "migration: to epoch 2") != NULL;
+
+	printf("#   killed %s\n", stopped ? "during the migration"
+				       : "after it finished");
+	rc = admin(&v, "join delta", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	if (stopped)
+		EXPECT_TRUE(strstr(out, "resuming the migration to epoch 2"));
+	else
+		EXPECT_TRUE(strstr(out, "is in the map already"));
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_TRUE(strstr(out, "map epoch 2, 4 servers") &&
+		    strstr(out, "migration: none"));
+	for (unsigned i = 0; i < MIG_FILL; i++)
+		lost += test_kcheck(c, i, 1) != 0;
+	EXPECT_EQ(lost, 0);
+	rkv_client_destroy(c);
+	env_stop(&v);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 300);
@@ -453,5 +953,8 @@ int main(int argc, char **argv)
 	RKV_TEST(t_etcd_killed_under_load);
 	RKV_TEST(t_server_paused);
 	RKV_TEST(t_bad_input);
+	RKV_TEST(t_join_drain_live);
+	RKV_TEST(t_insert_meets_move);
+	RKV_TEST(t_join_killed);
 	return rkv_test_done();
 }
