@@ -123,6 +123,7 @@ static void slot_release(struct rkv_client *c, struct opslot *o)
 int client_progress(struct rkv_client *c)
 {
 	peers_heal(c); /* here, never inside a progress pass */
+	mig_route(c);  /* likewise: it may read etcd and connect */
 	return eng_progress(&c->eng);
 }
 

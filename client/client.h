@@ -88,6 +88,8 @@ struct rkv_client {
 	int (*moved)(struct rkv_client *c, unsigned part, uint32_t epoch,
 		     unsigned from);
 	int mig;                 /* a migration's own client: no fence */
+	unsigned mig_moved;      /* ops waiting in MIG_MOVED (op_mig.c) */
+	int mig_routing;         /* mig_route is running */
 	unsigned ndown;          /* peers down (peers.c) */
 	int healing;             /* peers_heal is running */
 	unsigned links_failed_seen; /* eng.links_failed at the last heal */

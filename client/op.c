@@ -419,6 +419,8 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 	 * (a migration moving it) every millisecond */
 	uint32_t step = o->p->g.lease_ms / 8 ? o->p->g.lease_ms / 8 : 1;
 
+	if (o->step == MIG_MOVED)
+		return; /* mig_route's, at the top of a progress call */
 	if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))
 		step = 1;
 	if (now_ms - o->t_round_ms < step)

@@ -102,6 +102,8 @@ enum kind_step {
 
 enum mig_step {
 	MIG_WAIT = 0x40,    /* timer: the key's partition is being moved */
+	MIG_MOVED,          /* it moved: where to is found between progress
+			     * passes (mig_route: etcd, a new connection) */
 };
 
 #define OP_MACHINE(step) ((unsigned)(step) >> 4)
@@ -332,6 +334,9 @@ void ins_abort(struct opslot *o, int err);
  * while the partition is frozen, follow it where it went. */
 int mig_fenced(struct opslot *o);
 void mig_resolve(struct opslot *o);
+/* Send the ops whose partition moved to where it went: from the top of a
+ * progress call, never inside a pass (it may read etcd and connect). */
+void mig_route(struct rkv_client *c);
 /* Move the op to server si and start it again there. */
 void op_redirect(struct opslot *o, unsigned si);
 

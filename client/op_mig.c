@@ -14,7 +14,9 @@
  *     millisecond (bounded by the op timeout);
  *   - gone: the client's map is out of date for this partition: ask it
  *     (client->moved: the map in etcd) where the partition went, and
- *     start the op again there.
+ *     start the op again there; the asking is done by mig_route at the
+ *     top of the next progress call (like peers_heal), since it may read
+ *     etcd and connect to a new server, which drive progress themselves.
  * An insert whose tentative slot is in place withdraws it first.  The
  * cached paths need no word: a cached slot word that is still the word
  * they expect was not marked moved, so the partition has not gone.
@@ -38,7 +40,6 @@ int mig_fenced(struct opslot *o)
 void mig_resolve(struct opslot *o)
 {
 	struct rkv_client *c = o->c;
-	int rc;
 
 	if (rkv_part_state(o->fence) == RKV_PART_FROZEN) {
 		c->st.mig_waits++;
@@ -46,13 +47,34 @@ void mig_resolve(struct opslot *o)
 		o->t_round_ms = rkv_now_ms(); /* the timer's own clock */
 		return;
 	}
-	rc = c->moved ? c->moved(c, o->part, rkv_part_epoch(o->fence),
-				 o->p->idx)
-		      : -ESTALE;
-	if (rc < 0) {
-		op_finish(o, rc);
+	/* where it went is found outside this progress pass: reading etcd
+	 * or connecting drives progress itself */
+	c->mig_moved++;
+	op_wait(o, MIG_MOVED);
+}
+
+void mig_route(struct rkv_client *c)
+{
+	if (!c->mig_moved || c->mig_routing)
 		return;
+	c->mig_routing = 1;
+	c->mig_moved = 0; /* ops that meet a move meanwhile count again */
+	for (unsigned i = 0; i < c->nslots; i++) {
+		struct opslot *o = &c->slots[i];
+		int rc;
+
+		if (o->state != OP_WAIT_TIMER || o->step != MIG_MOVED)
+			continue;
+		o->state = OP_IO;
+		rc = c->moved ? c->moved(c, o->part, rkv_part_epoch(o->fence),
+					 o->p->idx)
+			      : -ESTALE;
+		if (rc < 0) {
+			op_finish(o, rc);
+			continue;
+		}
+		c->st.redirects++;
+		op_redirect(o, (unsigned)rc);
 	}
-	c->st.redirects++;
-	op_redirect(o, (unsigned)rc);
+	c->mig_routing = 0;
 }

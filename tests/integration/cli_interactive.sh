@@ -244,7 +244,8 @@ timeout 20 "$BIN/rkv" --servers "$A" --pipe --raw </dev/null >"$tmp/out" 2>"$tmp
 ok $? "--pipe --raw: exit 2, one line"
 echo 'get a' | timeout 20 "$BIN/rkv" --servers tcp://127.0.0.1:1 --pipe >"$tmp/out" 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && [ "$(grep -c '' "$tmp/err")" = 1 ] && grep -q "^rkv: cannot connect to tcp://127.0.0.1:1" "$tmp/err" && [ ! -s "$tmp/out" ]
-ok $? "--pipe to no server: exit 2, the one connect line"
+r=$?; ok $r "--pipe to no server: exit 2, the one connect line"
+[ "$r" = 0 ] || { echo "#   exit $rc; stderr:"; sed 's/^/#     /' "$tmp/err" | head -5; echo "#   stdout:"; sed 's/^/#     /' "$tmp/out" | head -5; }
 timeout 20 "$BIN/rkv" --servers "$A" </dev/null >"$tmp/out" 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && head -1 "$tmp/err" | grep -qx "rkv: no command: give one of get, put, del, stat or admin" && grep -q "^usage: rkv" "$tmp/err"
 ok $? "no command and no terminal: exit 2, the line, then the usage (as before)"
