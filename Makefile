@@ -152,7 +152,7 @@ define hdr_link
 HDR_LINKS += $(O)/inc/$(1)/$(notdir $(2))
 $(O)/inc/$(1)/$(notdir $(2)): $(2)
 	@mkdir -p $$(@D)
-	ln -sf $$(abspath $$<) $$@
+	$$(Q)ln -sf $$(abspath $$<) $$@
 endef
 HDR_LINKS :=
 $(foreach d,$(GRAPH_DIRS),$(foreach h,$(filter %.h,$(DEPS_$(d))),\
@@ -188,6 +188,16 @@ endif
 ifeq ($(WITH_LIBEDIT),1)
 $(OBJ)/tools/rkv_line.o: override CFLAGS += -DRKV_WITH_LIBEDIT
 CLI_LDLIBS := -ledit
+endif
+
+# One short line per target ("  CC  build/obj/x.o"); V=1 shows the
+# commands instead.
+ifeq ($(V),1)
+Q :=
+say =
+else
+Q := @
+say = @printf '  %-5s %s\n' '$(1)' '$(2)'
 endif
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
@@ -231,27 +241,33 @@ all: $(ALL_TARGETS)
 
 $(OBJ)/%.o: %.c | $(HDR_LINKS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 $(OBJ)/%.cu.o: %.cu | $(HDR_LINKS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
+	$(call say,NVCC,$@)
+	$(Q)$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
 
 $(COMMON_LIB): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(PROTO_LIB): $(call obj,$(PROTO_SRCS))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(TESTLIB): $(call obj,$(TESTLIB_SRCS))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(SERVER_LIB): $(call obj,$(SERVER_SRCS))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # librkv.a hides librkv's internals as librkv.so does: the client objects
 # go into one relocatable object (ld -r) in which every global that
@@ -266,15 +282,17 @@ $(SERVER_LIB): $(call obj,$(SERVER_SRCS))
 $(CLIENT_LIB): $(call obj,$(CLIENT_SRCS)) client/librkv.map \
 		tools/check-symbols.sh
 	@mkdir -p $(dir $@) $(OBJ)
-	bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv.syms
-	$(LD) -r -o $(OBJ)/librkv.r.o $(filter %.o,$^)
-	objcopy --keep-global-symbols=$(OBJ)/librkv.syms $(OBJ)/librkv.r.o
-	rm -f $@ && ar rcs $@ $(OBJ)/librkv.r.o
+	$(Q)bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv.syms
+	$(Q)$(LD) -r -o $(OBJ)/librkv.r.o $(filter %.o,$^)
+	$(Q)objcopy --keep-global-symbols=$(OBJ)/librkv.syms $(OBJ)/librkv.r.o
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $(OBJ)/librkv.r.o
 
 CLIENT_INTERNAL_LIB := $(if $(CLIENT_SRCS),$(LIB)/librkv_internal.a)
 $(CLIENT_INTERNAL_LIB): $(call obj,$(CLIENT_SRCS))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # librkv.so: hidden visibility, exported API listed in client/librkv.map,
 # soname librkv.so.$(RKV_SOVERSION) (a link of that name beside it, for
@@ -283,13 +301,14 @@ $(CLIENT_INTERNAL_LIB): $(call obj,$(CLIENT_SRCS))
 $(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
 		client/librkv.map Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
 		-Wl,--version-script=client/librkv.map \
 		-Wl,-soname,librkv.so.$(RKV_SOVERSION) \
 		-o $@ $(filter %.o,$^) $(LDLIBS_SYS)
 
 $(CLIENT_SO_LINK): | $(CLIENT_SO)
-	ln -sf $(notdir $(CLIENT_SO)) $@
+	$(Q)ln -sf $(notdir $(CLIENT_SO)) $@
 
 # The librkv.a that make install installs: self-contained, for programs
 # outside the tree.  The client, proto and common objects in one
@@ -299,60 +318,72 @@ $(CLIENT_SO_LINK): | $(CLIENT_SO)
 $(CLIENT_DIST_LIB): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
 		client/librkv.map tools/check-symbols.sh
 	@mkdir -p $(dir $@) $(OBJ)
-	bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv-dist.syms
-	$(LD) -r -o $(OBJ)/librkv-dist.r.o $(filter %.o,$^)
-	objcopy --keep-global-symbols=$(OBJ)/librkv-dist.syms $(OBJ)/librkv-dist.r.o
-	rm -f $@ && ar rcs $@ $(OBJ)/librkv-dist.r.o
+	$(Q)bash tools/check-symbols.sh --list client/librkv.map >$(OBJ)/librkv-dist.syms
+	$(Q)$(LD) -r -o $(OBJ)/librkv-dist.r.o $(filter %.o,$^)
+	$(Q)objcopy --keep-global-symbols=$(OBJ)/librkv-dist.syms $(OBJ)/librkv-dist.r.o
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $(OBJ)/librkv-dist.r.o
 
 $(BIN)/rkv-server: $(call obj,$(SERVER_MAIN)) $(SERVER_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(BIN)/rkv-bench-kv: $(call obj,$(BENCH_KV_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(BIN)/rkv-ycsb: $(call obj,$(BENCH_YCSB_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lhiredis -lmemcached
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lhiredis -lmemcached
 
 $(BIN)/rkv-bench-ps: $(call obj,$(BENCH_PS_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 # examples/NAME.c -> rkv-example-NAME, one file each
 $(BIN)/rkv-example-%: $(OBJ)/examples/%.o $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 # the operator's tool: rkv admin join/drain use the migration
 # (client/migrate.h), which is not in the library's API
 $(BIN)/rkv: $(call obj,$(CLI_SRCS)) $(CLIENT_INTERNAL_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) $(CLI_LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) $(CLI_LDLIBS)
 
 TEST_LIBS := $(if $(TESTLIB_SRCS),$(TESTLIB)) $(SERVER_LIB) $(CLIENT_INTERNAL_LIB) \
 	$(if $(PROTO_SRCS),$(PROTO_LIB)) $(COMMON_LIB)
 
 $(TST)/%: $(OBJ)/tests/unit/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(TST)/itest_%: $(OBJ)/tests/integration/itest_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(TST)/gpu_%: $(OBJ)/tests/gpu/gpu_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(TST)/conformance: $(call obj,$(CONF_SRCS)) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
 $(BIN)/rkv-bench-transport: $(call obj,$(BENCH_TP_SRCS)) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lfabric
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS) -lfabric
 
 # ------------------------------------------------------------------ tasks
 # The build step of a task (make run, test, ...): silent but for warnings
@@ -433,7 +464,7 @@ install: all
 		$(DESTDIR)$(includedir)/rkv $(DESTDIR)$(pkgconfigdir)
 	install -m 755 $(INSTALL_BINS) $(DESTDIR)$(bindir)/
 	install -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/librkv.so.$(RKV_SOVERSION)
-	ln -sf librkv.so.$(RKV_SOVERSION) $(DESTDIR)$(libdir)/librkv.so
+	$(Q)ln -sf librkv.so.$(RKV_SOVERSION) $(DESTDIR)$(libdir)/librkv.so
 	install -m 644 $(CLIENT_DIST_LIB) $(DESTDIR)$(libdir)/librkv.a
 	install -m 644 $(INSTALL_HDRS) $(DESTDIR)$(includedir)/rkv/
 	sed -e 's|@PREFIX@|$(PREFIX)|' \
