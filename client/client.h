@@ -116,6 +116,10 @@ struct rkv_client {
  * the op timeout.  0 or -errno. */
 int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 	    uint64_t *val);
+/* The same for the n WRs of wr[] (each with its own local buffer), in one
+ * doorbell, only the last signaled. */
+int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
+	      unsigned n, uint64_t *val);
 
 /* Log through the client's callback (engine.c). */
 #define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)

@@ -42,14 +42,27 @@
 #include "rtime.h"
 
 #define SCAN_CHUNK (256u * 1024) /* index bytes per READ */
+#define CHAIN 64u                /* WRs per doorbell, keys per put batch */
+#define BLKS_CAP (4u << 20)      /* bytes of blocks read per doorbell */
 #define NO_PART 0xffffu
+
+/* A slot to act on in a batch of WRs: its index and the word seen. */
+struct item {
+	uint64_t i, w;
+	uint32_t off;                /* its block's place in m->blks */
+};
 
 struct mig {
 	const struct rkv_mig_opts *o;
 	struct rkv_client *c;
 	struct rkv_mr *mr;
-	char *buf;                   /* SCAN_CHUNK of index, then a block */
-	char *blk;
+	char *buf;                   /* registered: SCAN_CHUNK of index,
+				      * CHAIN CAS results, BLKS_CAP of blocks */
+	uint64_t *res;
+	char *blks;
+	char *blk;                   /* one block (blks' start) */
+	struct item todo[CHAIN];     /* committed slots of the batch */
+	unsigned ntodo;
 	int from_peer[RKV_MAP_SERVERS_MAX], to_peer[RKV_MAP_SERVERS_MAX];
 	struct rkv_mig_progress pr;
 	uint64_t t0;
@@ -225,6 +238,184 @@ static int copy_key(struct mig *m, unsigned pi, uint64_t w)
 	return 0;
 }
 
+/* ------------------------------------------------------------ batches */
+
+/* READ the blocks of it[0..n) (n <= CHAIN, sizes within BLKS_CAP) from
+ * peer pi into m->blks, in one doorbell; it[k].off says where. */
+static int read_blocks(struct mig *m, unsigned pi, struct item *it, unsigned n)
+{
+	struct peer *p = &m->c->peer[pi];
+	struct rkv_wr wr[CHAIN];
+	uint32_t off = 0;
+	int rc;
+
+	if (!n)
+		return 0;
+	for (unsigned k = 0; k < n; k++) {
+		uint32_t size = rkv_slot_size(it[k].w);
+
+		it[k].off = off;
+		wr[k] = (struct rkv_wr){
+			.opcode = RKV_WR_READ, .local = m->blks + off,
+			.length = size, .lkey = m->mr->lkey,
+			.remote_addr = p->g.data_addr + rkv_slot_offset(it[k].w),
+			.rkey = p->ctrl.keys.data };
+		off += size;
+	}
+	rc = aux_run_n(m->c, p, wr, n, NULL);
+	return rc ? say(m, rc, "server %s: READ of blocks: %s", p->label,
+			strerror(-rc))
+		  : 0;
+}
+
+/* Whether slot word w names a block inside peer pi's data region. */
+static int block_ok(const struct mig *m, unsigned pi, uint64_t w)
+{
+	uint32_t size = rkv_slot_size(w);
+
+	return size && rkv_slot_offset(w) + size <= m->c->peer[pi].g.data_len;
+}
+
+/* A block read_blocks brought, checked. */
+struct blkv {
+	const struct rkv_block_hdr *h;
+	const char *key;
+	const void *val;
+	uint32_t val_len;
+};
+
+/* Check the block of it that read_blocks brought: 0, or -EBADMSG. */
+static int item_block(const struct mig *m, const struct item *it,
+		      struct blkv *b)
+{
+	int rc = rkv_block_decode(m->blks + it->off, rkv_slot_size(it->w),
+				  NULL, 0, &b->val, &b->val_len, &b->h);
+
+	b->key = m->blks + it->off + RKV_BLOCK_HDR_SIZE;
+	return rc;
+}
+
+/* Learn the keys' partitions of it[0..n) from their blocks (a torn or
+ * reused one stays unknown: the pass reads it again). */
+static int learn(struct mig *m, unsigned pi, struct item *it, unsigned n)
+{
+	int rc = read_blocks(m, pi, it, n);
+
+	for (unsigned k = 0; k < n && !rc; k++) {
+		struct blkv b;
+
+		if (item_block(m, &it[k], &b))
+			continue; /* unknown: the pass reads it again */
+		m->seen[it[k].i] = it[k].w;
+		m->part[it[k].i] = (uint16_t)part_of_key(b.key, b.h->key_len);
+		m->copied[it[k].i] = 0;
+	}
+	return rc;
+}
+
+/* Learn, in batches of CHAIN READs, every slot of the index chunk in
+ * m->buf (n words from slot first) whose block we do not know yet. */
+static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
+{
+	struct item it[CHAIN];
+	unsigned k = 0;
+	uint32_t bytes = 0;
+	int rc = 0;
+
+	for (uint32_t j = 0; j < n && !rc; j++) {
+		uint64_t w, i = first + j;
+
+		memcpy(&w, m->buf + (size_t)j * 8, 8);
+		if (rkv_slot_empty(w) || !block_ok(m, pi, w) ||
+		    (m->part[i] != NO_PART &&
+		     rkv_slot_same_block(m->seen[i], w)))
+			continue;
+		if (k == CHAIN || bytes + rkv_slot_size(w) > BLKS_CAP) {
+			rc = learn(m, pi, it, k);
+			k = 0;
+			bytes = 0;
+		}
+		it[k++] = (struct item){ .i = i, .w = w };
+		bytes += rkv_slot_size(w);
+	}
+	return rc ? rc : learn(m, pi, it, k);
+}
+
+/* Copy the keys of the moved slots it[0..n) to their new owner: their
+ * blocks in one doorbell, then one rkv_mput. */
+static int copy_keys(struct mig *m, unsigned pi, struct item *it, unsigned n)
+{
+	struct rkv_kv kv[CHAIN];
+	int rc = read_blocks(m, pi, it, n);
+
+	for (unsigned k = 0; k < n && !rc; k++) {
+		struct blkv b;
+
+		if (item_block(m, &it[k], &b))
+			return say(m, -EIO, "server %s: a moved slot names a "
+				   "bad block", m->c->peer[pi].label);
+		kv[k] = (struct rkv_kv){ .key = b.key,
+					 .key_len = b.h->key_len,
+					 .val = (void *)(uintptr_t)b.val,
+					 .val_len = b.val_len };
+		m->pr.bytes_moved += b.val_len;
+	}
+	if (!rc && n)
+		rc = rkv_mput(m->c, kv, n);
+	if (rc)
+		return say(m, rc, "copy of keys to their new server: %s",
+			   strerror(-rc));
+	for (unsigned k = 0; k < n; k++)
+		m->copied[it[k].i] = 1;
+	m->pr.keys_moved += n;
+	return 0;
+}
+
+/* Mark the committed slots of m->todo moved (CASes in one doorbell) and
+ * copy those that were marked; a CAS that lost leaves *left set. */
+static int flush_todo(struct mig *m, unsigned pi, int *left)
+{
+	struct peer *p = &m->c->peer[pi];
+	struct rkv_wr wr[CHAIN];
+	struct item mv[CHAIN];
+	unsigned n = m->ntodo, nmv = 0;
+	uint32_t bytes = 0;
+	int rc;
+
+	m->ntodo = 0;
+	if (!n)
+		return 0;
+	for (unsigned k = 0; k < n; k++)
+		wr[k] = (struct rkv_wr){
+			.opcode = RKV_WR_CAS, .local = &m->res[k], .length = 8,
+			.lkey = m->mr->lkey,
+			.remote_addr = p->g.index_addr + m->todo[k].i * 8u,
+			.rkey = p->ctrl.keys.index,
+			.compare_add = m->todo[k].w,
+			.swap = rkv_slot_bump(m->todo[k].w) | RKV_SLOT_MOVED };
+	rc = aux_run_n(m->c, p, wr, n, NULL);
+	if (rc)
+		return say(m, rc, "server %s: CAS of slots: %s", p->label,
+			   strerror(-rc));
+	for (unsigned k = 0; k < n && !rc; k++) {
+		uint64_t moved = rkv_slot_bump(m->todo[k].w) | RKV_SLOT_MOVED;
+
+		if (m->res[k] != m->todo[k].w) {
+			*left = 1; /* a write got in first: its word next pass */
+			continue;
+		}
+		m->seen[m->todo[k].i] = moved;
+		if (bytes + rkv_slot_size(moved) > BLKS_CAP) {
+			rc = copy_keys(m, pi, mv, nmv);
+			nmv = 0;
+			bytes = 0;
+		}
+		mv[nmv++] = (struct item){ .i = m->todo[k].i, .w = moved };
+		bytes += rkv_slot_size(moved);
+	}
+	return rc ? rc : copy_keys(m, pi, mv, nmv);
+}
+
 /* ------------------------------------------------------------- passes */
 
 /* One slot of a pass: moves it when it is the batch's.  *left is set
@@ -266,17 +457,30 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 		}
 		return rc;
 	}
-	rc = mcas(m, pi, addr, w, rkv_slot_bump(w) | RKV_SLOT_MOVED, &old);
-	if (rc)
-		return say(m, rc, "server %s: CAS of a slot: %s", p->label,
-			   strerror(-rc));
-	if (old != w) {
-		*left = 1; /* a write got in first: its word next pass */
-		return 0;
+	/* committed (locked or not): moved and copied in a batch */
+	m->todo[m->ntodo++] = (struct item){ .i = i, .w = w };
+	return m->ntodo == CHAIN ? flush_todo(m, pi, left) : 0;
+}
+
+/* Learn every slot's partition of peer pi before anything is frozen, so
+ * a batch's passes read only the blocks that changed since. */
+static int survey(struct mig *m, unsigned pi)
+{
+	struct peer *p = &m->c->peer[pi];
+	uint64_t len = p->g.nbuckets * RKV_BUCKET_SIZE;
+	int rc = 0;
+
+	for (uint64_t off = 0; off < len && !rc; off += SCAN_CHUNK) {
+		uint32_t n = (uint32_t)(len - off < SCAN_CHUNK ? len - off
+							       : SCAN_CHUNK);
+
+		rc = mrd(m, pi, p->g.index_addr + off, p->ctrl.keys.index,
+			 m->buf, n);
+		if (rc)
+			return say(m, rc, "server %s: READ of the index: %s",
+				   p->label, strerror(-rc));
+		rc = learn_chunk(m, pi, off / 8, n / 8);
 	}
-	m->seen[i] = rkv_slot_bump(w) | RKV_SLOT_MOVED;
-	rc = copy_key(m, pi, m->seen[i]);
-	m->copied[i] = !rc;
 	return rc;
 }
 
@@ -303,6 +507,7 @@ static int move_batch(struct mig *m, unsigned pi)
 					 "%s", p->label, strerror(-rc));
 				break;
 			}
+			rc = learn_chunk(m, pi, off / 8, n / 8);
 			for (uint32_t k = 0; k < n / 8 && !rc; k++) {
 				uint64_t w;
 
@@ -311,6 +516,8 @@ static int move_batch(struct mig *m, unsigned pi)
 					rc = pass_slot(m, pi, off / 8 + k, w,
 						       &left);
 			}
+			if (!rc)
+				rc = flush_todo(m, pi, &left);
 		}
 		if (!rc && passes > 100000)
 			rc = say(m, -ETIMEDOUT, "server %s: the batch does not "
@@ -360,6 +567,7 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 	}
 	co.servers = list;
 	co.cluster_file = NULL;
+	co.max_inflight = CHAIN;
 	co.max_value = RKV_VALUE_MAX;
 	co.read_only = 0;
 	rc = rkv_client_create(&co, &m->c);
@@ -375,11 +583,14 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 	m->c->mig = 1;
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 		m->c->owner[p] = (uint16_t)m->to_peer[o->to->owner[p]];
-	m->buf = rkv_malloc(SCAN_CHUNK + RKV_MAX_BLOCK);
+	_Static_assert(BLKS_CAP >= RKV_MAX_BLOCK, "a block fits");
+	m->buf = rkv_malloc(SCAN_CHUNK + CHAIN * 8 + BLKS_CAP);
 	if (!m->buf)
 		return say(m, -ENOMEM, "out of memory");
-	m->blk = m->buf + SCAN_CHUNK;
-	rc = rkv_mr_reg(m->c->eng.tp, m->buf, SCAN_CHUNK + RKV_MAX_BLOCK,
+	m->res = (uint64_t *)(void *)(m->buf + SCAN_CHUNK);
+	m->blks = m->buf + SCAN_CHUNK + CHAIN * 8;
+	m->blk = m->blks;
+	rc = rkv_mr_reg(m->c->eng.tp, m->buf, SCAN_CHUNK + CHAIN * 8 + BLKS_CAP,
 			RKV_ACCESS_LOCAL_WRITE, &m->mr);
 	return rc ? say(m, rc, "cannot register memory: %s", strerror(-rc))
 		  : 0;
@@ -460,6 +671,8 @@ static int move_from(struct mig *m, unsigned fi)
 
 	if (!rc)
 		rc = read_parts(m, si);
+	if (!rc)
+		rc = survey(m, si);
 	m->pr.source = from->srv[fi].name;
 	for (unsigned p = 0; p < RKV_MAP_PARTS && !rc; p++) {
 		uint64_t w = m->pw[p];

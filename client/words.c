@@ -42,6 +42,12 @@ static void aux_unposted(struct wr_ctx *w, int err)
 int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 	    uint64_t *val)
 {
+	return aux_run_n(c, p, wr, 1, val);
+}
+
+int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
+	      unsigned n, uint64_t *val)
+{
 	uint64_t end = rkv_now_ms() + c->opts.timeout_ms;
 	struct aux_call *a = NULL;
 	unsigned i;
@@ -57,14 +63,18 @@ int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 	*a = (struct aux_call){ .w = { .done = aux_done,
 				       .unposted = aux_unposted },
 				.busy = 1, .p = p, .word = a->word };
-	wr->wr_id = wr_ctx_id(&a->w);
-	wr->flags = RKV_WR_SIGNALED;
-	if (!wr->local) {
-		wr->local = a->word;
-		wr->lkey = c->eng.lmr->lkey;
-		wr->length = 8;
+	for (i = 0; i < n; i++) {
+		/* one doorbell; the last WR signaled: RC completes it after
+		 * all the others */
+		wr[i].wr_id = wr_ctx_id(&a->w);
+		wr[i].flags = i + 1 == n ? RKV_WR_SIGNALED : 0;
+		if (!wr[i].local) {
+			wr[i].local = a->word;
+			wr[i].lkey = c->eng.lmr->lkey;
+			wr[i].length = 8;
+		}
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 	}
-	wr->next = NULL;
 	rc = rkv_post(p->link.ep, wr, NULL);
 	if (rc) {
 		a->busy = 0;
@@ -87,6 +97,9 @@ int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 			return rc;
 		}
 	}
+	if (a->status && n > 1)
+		return a->status; /* flushes of the others may still come:
+				   * the record stays taken */
 	a->busy = 0;
 	if (a->status == 0 && val)
 		*val = *a->word;

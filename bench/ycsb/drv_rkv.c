@@ -140,14 +140,24 @@ static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	d->servers = with_scheme(cfg->servers, cfg->provider, err, errlen);
+	/* a cluster in etcd (etcd://HOST:PORT/CLUSTER): its map, as is */
+	int etcd = strncmp(cfg->servers, "etcd://", 7) == 0;
+
+	d->servers = etcd ? strdup(cfg->servers)
+			  : with_scheme(cfg->servers, cfg->provider, err,
+					errlen);
 	if (!d->servers) {
-		rc = -EINVAL;
+		if (etcd)
+			snprintf(err, errlen, "out of memory");
+		rc = etcd ? -ENOMEM : -EINVAL;
 		goto err_free;
 	}
 	snprintf(name, sizeof(name), "rkv-ycsb/%u", cfg->tid);
 	rkv_client_opts_init(&o);
-	o.servers = d->servers;
+	if (etcd)
+		o.cluster_file = d->servers;
+	else
+		o.servers = d->servers;
 	o.name = name;
 	o.max_inflight = cfg->batch;
 	o.max_value = cfg->record_len < 4096 ? 4096 :

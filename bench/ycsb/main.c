@@ -492,7 +492,9 @@ static void usage(FILE *f)
 		"Defaults: --db rkv, --servers tcp://127.0.0.1:7000 (rkv), "
 		"127.0.0.1:6379 (redis),\n"
 		"127.0.0.1:11211 (memcached); --phase both, --threads "
-		"threadcount (1), --batch 1.\n",
+		"threadcount (1), --batch 1.\n"
+		"rkv --servers may be a cluster in etcd: "
+		"etcd://HOST:PORT/CLUSTER.\n",
 		YCSB_PROG, YCSB_PROG, YCSB_PROG, YCSB_PROG);
 }
 

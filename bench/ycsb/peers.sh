@@ -55,3 +55,11 @@ start_peer() {
   done
   return 1
 }
+
+# peers_stop: stop every PID in PIDS (TERM, then wait), empty it.
+peers_stop() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  PIDS=()
+}
