@@ -215,6 +215,12 @@ free_p:
 	return rc;
 }
 
+static uint32_t get_le32(const uint8_t *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+	       (uint32_t)b[3] << 24;
+}
+
 static int wait_fd(int fd, short events, uint64_t deadline, bool forever)
 {
 	for (;;) {
@@ -270,6 +276,15 @@ int sw_connect_finish(struct sw_tp *tp, struct sw_cq *cq, int fd,
 			goto close_fds;
 		}
 		got += (unsigned)n;
+		if (got >= 4 && get_le32(buf) != SW_MAGIC) {
+			/* another protocol answered (HTTP, Redis, ...): say
+			 * so now rather than wait for 48 bytes that may
+			 * never come */
+			sw_log(tp, RKV_LOG_WARN, "%s: not an rkv server (its "
+			       "first bytes are not an rkv handshake)", peer);
+			rc = -EPROTO;
+			goto close_fds;
+		}
 	}
 	if (sw_frame_check(buf, got, &h) || h.type != SW_F_HELLO_ACK) {
 		sw_log(tp, RKV_LOG_WARN, "%s: bad handshake answer", peer);

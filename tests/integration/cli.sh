@@ -224,6 +224,31 @@ for P in tcp shm; do
   kill -TERM $ro_srv; wait $ro_srv 2>/dev/null
 done
 
+# a peer that speaks another protocol: "not an rkv server" at once, not a
+# timeout (its answer arrives before our --timeout)
+python3 - "$tmp/http.port" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+s.settimeout(30)
+try:
+    while True:
+        c, _ = s.accept()
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        time.sleep(0.2)
+        c.close()
+except socket.timeout:
+    pass
+PY
+http_pid=$!
+for _ in $(seq 1 50); do [ -s "$tmp/http.port" ] && break; sleep 0.1; done
+timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/http.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
+[ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+ok $? "an HTTP server: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
+kill "$http_pid" 2>/dev/null; wait "$http_pid" 2>/dev/null
+
 # every tool: one version line, exit 0
 for b in rkv rkv-server rkv-ycsb rkv-bench-kv rkv-bench-ps rkv-bench-transport; do
   [ -x "$BIN/$b" ] || continue
