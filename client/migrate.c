@@ -744,6 +744,34 @@ int rkv_mig_run(const struct rkv_mig_opts *o, struct rkv_mig_progress *out,
 	return rc;
 }
 
+int rkv_mig_progress_read(const struct rkv_mig_opts *o,
+			  struct rkv_mig_progress *out, char *why,
+			  size_t why_len)
+{
+	struct mig *m = rkv_calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	rc = setup(m, o, why, why_len);
+	m->pr.parts_total = rc ? 0 : parts_moving(o->from, o->to);
+	for (unsigned i = 0; i < o->from->n && !rc; i++) {
+		rc = read_parts(m, (unsigned)m->from_peer[i]);
+		for (unsigned p = 0; p < RKV_MAP_PARTS && !rc; p++)
+			m->pr.parts_done +=
+				o->from->owner[p] == i &&
+				strcmp(o->to->srv[o->to->owner[p]].name,
+				       o->from->srv[i].name) &&
+				rkv_part_state(m->pw[p]) == RKV_PART_GONE &&
+				rkv_part_epoch(m->pw[p]) >= o->to->epoch;
+	}
+	if (out)
+		*out = m->pr;
+	teardown(m);
+	rkv_free(m);
+	return rc;
+}
+
 /* ------------------------------------------------------------ cleanup */
 
 /* Empty the moved slots of peer pi whose partition is gone from it. */

@@ -54,6 +54,12 @@ struct rkv_mig_opts {
 /* Move the keys.  0, or -errno with why (one line). */
 int rkv_mig_run(const struct rkv_mig_opts *o, struct rkv_mig_progress *out,
 		char *why, size_t why_len);
+/* How far a migration is: out->parts_done of out->parts_total partitions
+ * gone from their old servers (their partition words).  0, or -errno
+ * with why (a server down: its partitions cannot be counted). */
+int rkv_mig_progress_read(const struct rkv_mig_opts *o,
+			  struct rkv_mig_progress *out, char *why,
+			  size_t why_len);
 /* Empty the moved slots of o->from's servers, returning their blocks.
  * 0, or -errno with why. */
 int rkv_mig_cleanup(const struct rkv_mig_opts *o,

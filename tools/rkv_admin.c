@@ -227,12 +227,28 @@ static int cmd_status(struct admin *a)
 		printf("map epoch %llu, %u servers (etcd revision %lld); "
 		       "migration: ", (unsigned long long)m->epoch, m->n,
 		       (long long)rev);
-		if (nx == 0)
-			printf("to epoch %llu with %u servers, under way or "
-			       "stopped (rkv admin join or drain resumes it)\n",
-			       (unsigned long long)n->epoch, n->n);
-		else
+		if (nx == 0) {
+			struct rkv_client_opts co;
+			struct rkv_mig_opts mo = { .base = &co, .from = m,
+						   .to = n };
+			struct rkv_mig_progress pr = { 0 };
+			char why[300] = "", done[64] = "progress unknown";
+
+			rkv_client_opts_init(&co);
+			co.timeout_ms = a->timeout_ms;
+			co.connect_timeout_ms = a->timeout_ms;
+			co.name = "rkv-admin";
+			if (!rkv_mig_progress_read(&mo, &pr, why, sizeof(why)))
+				snprintf(done, sizeof(done),
+					 "%u/%u partitions moved",
+					 pr.parts_done, pr.parts_total);
+			printf("to epoch %llu with %u servers, %s, under way "
+			       "or stopped (rkv admin join or drain resumes "
+			       "it)\n", (unsigned long long)n->epoch, n->n,
+			       done);
+		} else {
 			printf("none\n");
+		}
 		rkv_free(n);
 		keys_of(a, m, keys);
 	}

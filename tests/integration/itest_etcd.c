@@ -935,6 +935,15 @@ static void t_join_killed(void)
 
 	printf("#   killed %s\n", stopped ? "during the migration"
 				       : "after it finished");
+	if (stopped) { /* and status says how far it got */
+		const char *pm = strstr(out, "partitions moved");
+
+		EXPECT_TRUE(pm != NULL);
+		if (pm)
+			printf("#   status: %.*s\n", (int)(pm - out > 60 ? 60
+								     : pm - out) + 16,
+			       pm - (pm - out > 60 ? 60 : pm - out));
+	}
 	rc = admin(&v, "join delta", out, sizeof(out));
 	if (stopped) {
 		EXPECT_EQ(rc, 0);
