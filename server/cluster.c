@@ -228,6 +228,60 @@ fail:
 	return rc;
 }
 
+/* The map at key into *m: 0, or -errno (-ENOENT: none). */
+static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
+{
+	struct rkv_etcd_kv kv = { 0 };
+	char why[300];
+	int rc = rkv_etcd_get(r->e, key, &kv, NULL);
+
+	if (!rc)
+		rc = strlen(kv.val) == kv.val_len &&
+				     !rkv_map_parse(kv.val, m, why, sizeof(why)) &&
+				     m->epoch ? 0 : -EINVAL;
+	rkv_etcd_kv_fini(&kv);
+	return rc;
+}
+
+int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m)), *n = rkv_malloc(sizeof(*n));
+	char key[RKV_REG_KEY_MAX];
+	unsigned gone = 0;
+	int rc = m && n ? 0 : -ENOMEM, have_next = 0;
+
+	if (!rc) {
+		rkv_reg_map_key(&r->u, key, sizeof(key));
+		rc = get_map(r, key, m);
+	}
+	if (!rc) {
+		rkv_reg_next_key(&r->u, key, sizeof(key));
+		have_next = get_map(r, key, n) == 0 && n->epoch == m->epoch + 1;
+	}
+	for (unsigned p = 0; !rc && p < RKV_MAP_PARTS; p++) {
+		int mine = !strcmp(m->srv[m->owner[p]].name, r->name);
+		uint64_t w = 0;
+
+		if (mine && have_next && strcmp(n->srv[n->owner[p]].name, r->name))
+			w = rkv_part_word(RKV_PART_GONE, (uint32_t)n->epoch);
+		else if (!mine)
+			w = rkv_part_word(RKV_PART_GONE, (uint32_t)m->epoch);
+		if (w) {
+			rkv_srv_part_set(srv, p, w);
+			gone++;
+		}
+	}
+	if (!rc)
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"cluster %s: map epoch %llu%s: %u partitions are "
+			"another server's", r->u.cluster,
+			(unsigned long long)m->epoch,
+			have_next ? " (a migration in progress)" : "", gone);
+	rkv_free(m);
+	rkv_free(n);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 void rkv_srv_reg_stop(struct rkv_srv_reg *r)
 {
 	if (!r)

@@ -167,6 +167,12 @@ int main(int argc, char **argv)
 			rkv_srv_destroy(srv);
 			return 1;
 		}
+		rc = rkv_srv_reg_fence(reg, srv);
+		if (rc)
+			rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+				"cluster %s: cannot read its map (%s): clients "
+				"of an older map may find this server empty",
+				cfg.cluster, strerror(-rc));
 	}
 	/* the configuration and the start lines only once the server runs:
 	 * a start that fails prints the one line above and nothing else */

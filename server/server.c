@@ -463,6 +463,15 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 	rkv_free(srv);
 }
 
+void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
+{
+	uint64_t *tab = (uint64_t *)(void *)((char *)srv->index_mem +
+					     srv->cfg.nbuckets *
+						     RKV_BUCKET_SIZE);
+
+	__atomic_store_n(&tab[part], word, __ATOMIC_RELEASE);
+}
+
 const char *rkv_srv_addr(const struct rkv_srv *srv)
 {
 	return rkv_listener_addr(srv->listener);

@@ -443,6 +443,15 @@ int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
 		      unsigned wait_s, struct rkv_srv_reg **out, char *why,
 		      size_t why_len);
 void rkv_srv_reg_stop(struct rkv_srv_reg *r);
+/* At start, before clients come: from the cluster's map in etcd (and the
+ * next map of a migration in progress), mark gone in srv's partition
+ * table every partition another server owns, so that a client of an
+ * older map is sent on rather than answered "absent" by a server that
+ * restarted empty (docs/DESIGN.md §9.5).  0 (also: no map yet) or
+ * -errno. */
+int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv);
+/* Set partition part's word of the partition table (layout.h). */
+void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word);
 /* The provider in use and its description. */
 const char *rkv_srv_describe(const struct rkv_srv *srv);
 /*

@@ -7,6 +7,8 @@
 # every tool.
 # TAP output.  Usage: cli.sh BUILD_DIR
 set -u
+# the tools' own lines only: RKV_LOG_LEVEL (CI sets it) adds librkv's
+unset RKV_LOG_LEVEL
 O=${1:-build}
 BIN="$O/bin"
 n=0; fails=0
@@ -244,7 +246,7 @@ except socket.timeout:
 PY
 http_pid=$!
 for _ in $(seq 1 50); do [ -s "$tmp/http.port" ] && break; sleep 0.1; done
-timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/http.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
+env -u RKV_LOG_LEVEL timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/http.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
 [ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
 ok $? "an HTTP server: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
 kill "$http_pid" 2>/dev/null; wait "$http_pid" 2>/dev/null

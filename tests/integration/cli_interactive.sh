@@ -7,6 +7,8 @@
 # without python3, or with a note when the build has no libedit).
 # TAP output.  Usage: cli_interactive.sh BUILD_DIR
 set -u
+# the tools' own lines only: RKV_LOG_LEVEL (CI sets it) adds librkv's
+unset RKV_LOG_LEVEL
 O=${1:-build}
 BIN="$O/bin"
 PY=/usr/bin/python3

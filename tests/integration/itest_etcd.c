@@ -71,15 +71,23 @@ static int env_etcd(struct env *v)
 	return 0;
 }
 
+/* A server of the cluster, listening at listen (NULL: a fresh address),
+ * with a small index: a migration reads it whole for each batch. */
+static int start_srv_at(struct env *v, unsigned i, const char *name,
+			const char *wait_s, const char *listen)
+{
+	const char *extra[] = { "--name", name, "--cluster", v->url,
+				"--etcd-wait", wait_s ? wait_s : "10",
+				"--capacity", "30000",
+				listen ? "--listen" : NULL, listen, NULL };
+
+	return test_srv_start(&v->s[i], g_prov, extra);
+}
+
 static int start_srv(struct env *v, unsigned i, const char *name,
 		     const char *wait_s)
 {
-	/* a small index: a migration reads it whole for each batch */
-	const char *extra[] = { "--name", name, "--cluster", v->url,
-				"--etcd-wait", wait_s ? wait_s : "10",
-				"--capacity", "30000", NULL };
-
-	return test_srv_start(&v->s[i], g_prov, extra);
+	return start_srv_at(v, i, name, wait_s, NULL);
 }
 
 static void env_stop(struct env *v)
@@ -962,6 +970,81 @@ static void t_join_killed(void)
 	env_stop(&v);
 }
 
+/* After a join, the old owner of a moved key restarts empty.  A client
+ * of the old map that never met the move asks it for the key: the
+ * restarted server must send it on (its partition table is set from the
+ * map in etcd at start), not answer "absent". */
+static void t_restart_after_join(void)
+{
+	struct env v;
+	struct rkv_map *m1 = rkv_malloc(sizeof(*m1));
+	struct rkv_map *m2 = rkv_malloc(sizeof(*m2));
+	char out[8192], why[300], k[32];
+	struct rkv_client *a;
+	unsigned key = 0;
+	int x = -1, rc = env_cluster(&v);
+
+	if (rc == 77 || !m1 || !m2) {
+		rkv_free(m1);
+		rkv_free(m2);
+		if (rc != 77)
+			ASSERT_TRUE(0);
+		return;
+	}
+	ASSERT_EQ(rc, 0);
+	ASSERT_EQ(start_srv(&v, NSRV, "delta", NULL), 0);
+	static struct test_logbuf lb;
+
+	a = test_client_cluster(v.url, MIG_OP_MS, 10000, &lb, NULL);
+	ASSERT_TRUE(a != NULL);
+	ASSERT_EQ(admin(&v, "map", out, sizeof(out)), 0);
+	ASSERT_EQ(rkv_map_parse(out, m1, why, sizeof(why)), 0);
+	for (unsigned i = 0; i < 200; i++)
+		ASSERT_EQ(test_kput(a, i, 1), 0);
+	ASSERT_EQ(admin(&v, "join delta", out, sizeof(out)), 0);
+	ASSERT_EQ(admin(&v, "map", out, sizeof(out)), 0);
+	ASSERT_EQ(rkv_map_parse(out, m2, why, sizeof(why)), 0);
+	/* a key that moved to delta, and the server it moved from */
+	for (unsigned i = 0; i < 200 && x < 0; i++) {
+		struct rkv_key_hash kh;
+		unsigned part;
+
+		snprintf(k, sizeof(k), "user:%u", i);
+		rkv_key_hash(k, strlen(k), &kh);
+		part = rkv_map_part(kh.route);
+		if (strcmp(m2->srv[m2->owner[part]].name, "delta"))
+			continue;
+		for (int s = 0; s < NSRV; s++)
+			if (!strcmp(m1->srv[m1->owner[part]].name, g_names[s]))
+				x = s;
+		key = i;
+	}
+	ASSERT_TRUE(x >= 0);
+	char at[sizeof(v.s[x].addr)];
+
+	snprintf(at, sizeof(at), "%s", v.s[x].addr);
+	EXPECT_EQ(test_srv_stop(&v.s[x]), 0);
+	ASSERT_EQ(start_srv_at(&v, (unsigned)x, g_names[x], NULL, at), 0);
+	/* the client reconnects by itself (its ops fail with the old
+	 * connection's error meanwhile); then the key is found, never
+	 * "absent" */
+	for (int i = 0; i < 200; i++) {
+		rc = test_kcheck(a, key, 1);
+		if (rc == 0 || rc == -ENOENT || rc == -EBADMSG)
+			break;
+		usleep(50000);
+	}
+	if (rc)
+		printf("#   key %u (from %s to delta) after %s restarted: %s; "
+		       "the client said:\n%s\n", key, g_names[x], g_names[x],
+		       strerror(-rc), lb.text);
+	EXPECT_EQ(rc, 0);
+	rkv_client_destroy(a);
+	rkv_free(m1);
+	rkv_free(m2);
+	env_stop(&v);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 300);
@@ -978,5 +1061,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_join_drain_live);
 	RKV_TEST(t_insert_meets_move);
 	RKV_TEST(t_join_killed);
+	RKV_TEST(t_restart_after_join);
 	return rkv_test_done();
 }
