@@ -216,28 +216,6 @@ static int slot_part(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 	return 0;
 }
 
-/* Copy the key of the moved slot word w (on peer pi) to its new owner. */
-static int copy_key(struct mig *m, unsigned pi, uint64_t w)
-{
-	const struct rkv_block_hdr *h;
-	const void *v;
-	uint32_t vl;
-	int rc = read_block(m, pi, w, &h, &v, &vl);
-
-	if (rc == -EBADMSG)
-		return say(m, -EIO, "server %s: a moved slot names a bad block",
-			   m->c->peer[pi].label);
-	if (rc)
-		return rc;
-	rc = rkv_put(m->c, m->blk + RKV_BLOCK_HDR_SIZE, h->key_len, v, vl);
-	if (rc)
-		return say(m, rc, "copy of a key to its new server: %s",
-			   strerror(-rc));
-	m->pr.keys_moved++;
-	m->pr.bytes_moved += vl;
-	return 0;
-}
-
 /* ------------------------------------------------------------ batches */
 
 /* READ the blocks of it[0..n) (n <= CHAIN, sizes within BLKS_CAP) from
@@ -437,11 +415,10 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 	if (!m->in_batch[part])
 		return 0;
 	if (rkv_slot_moved(w)) {
-		if (m->copied[i])
-			return 0;
-		rc = copy_key(m, pi, w);
-		m->copied[i] = !rc;
-		return rc;
+		/* moved by an earlier run: copy it again, as a batch of one */
+		struct item it = { .i = i, .w = w };
+
+		return m->copied[i] ? 0 : copy_keys(m, pi, &it, 1);
 	}
 	if (rkv_slot_tentative(w)) {
 		uint64_t now = rkv_now_ms();
