@@ -42,8 +42,9 @@ struct rkv_srv_reg {
 	int64_t lease;
 	pthread_t thr;
 	int thr_up;
-	pthread_mutex_t mu;
+	pthread_mutex_t mu;       /* stop, with cv */
 	pthread_cond_t cv;
+	pthread_mutex_t emu;      /* e: one caller at a time once thr is up */
 	int stop;
 	int etcd_down;            /* said so already */
 };
@@ -162,7 +163,9 @@ static void *reg_thread(void *arg)
 		if (r->stop)
 			break;
 		pthread_mutex_unlock(&r->mu);
+		pthread_mutex_lock(&r->emu);
 		renew(r);
+		pthread_mutex_unlock(&r->emu);
 		pthread_mutex_lock(&r->mu);
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -209,6 +212,7 @@ int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
 		goto fail;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
+	pthread_mutex_init(&r->emu, NULL);
 	rc = -pthread_create(&r->thr, NULL, reg_thread, r);
 	if (rc) {
 		rkv_msgf(why, why_len, "cannot start a thread: %s",
@@ -233,7 +237,11 @@ static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 {
 	struct rkv_etcd_kv kv = { 0 };
 	char why[300];
-	int rc = rkv_etcd_get(r->e, key, &kv, NULL);
+	int rc;
+
+	pthread_mutex_lock(&r->emu); /* the renewing thread shares r->e */
+	rc = rkv_etcd_get(r->e, key, &kv, NULL);
+	pthread_mutex_unlock(&r->emu);
 
 	if (!rc)
 		rc = strlen(kv.val) == kv.val_len &&
@@ -294,6 +302,7 @@ void rkv_srv_reg_stop(struct rkv_srv_reg *r)
 		pthread_join(r->thr, NULL);
 		pthread_mutex_destroy(&r->mu);
 		pthread_cond_destroy(&r->cv);
+		pthread_mutex_destroy(&r->emu);
 	}
 	if (r->lease)
 		rkv_etcd_lease_revoke(r->e, r->lease); /* gone at once */
