@@ -948,9 +948,14 @@ static void on_wc(struct rkv_srv *srv, const struct rkv_wc *wc, uint64_t now_ms)
 			bad_msg(c, now_ms, "longer than RKV_MSG_MAX");
 			return;
 		}
-		conn_close(c, now_ms, 1, "%s %s",
-			   b < c->nrecvs ? "RECV" : "SEND",
-			   rkv_wc_status_str(wc->status));
+		/* the posted RECVs flushed: the peer closed the connection
+		 * (or its process ended), the ordinary way to leave */
+		if (b < c->nrecvs && wc->status == RKV_WC_WR_FLUSH_ERR)
+			conn_close(c, now_ms, 1, "closed the connection");
+		else
+			conn_close(c, now_ms, 1, "connection lost (%s %s)",
+				   b < c->nrecvs ? "RECV" : "SEND",
+				   rkv_wc_status_str(wc->status));
 		return;
 	}
 	if (b < c->nrecvs) {
