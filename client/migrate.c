@@ -324,6 +324,7 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 static int copy_keys(struct mig *m, unsigned pi, struct item *it, unsigned n)
 {
 	struct rkv_kv kv[CHAIN];
+	uint64_t bytes = 0;
 	int rc = read_blocks(m, pi, it, n);
 
 	for (unsigned k = 0; k < n && !rc; k++) {
@@ -336,7 +337,7 @@ static int copy_keys(struct mig *m, unsigned pi, struct item *it, unsigned n)
 					 .key_len = b.h->key_len,
 					 .val = (void *)(uintptr_t)b.val,
 					 .val_len = b.val_len };
-		m->pr.bytes_moved += b.val_len;
+		bytes += b.val_len;
 	}
 	if (!rc && n)
 		rc = rkv_mput(m->c, kv, n);
@@ -346,6 +347,7 @@ static int copy_keys(struct mig *m, unsigned pi, struct item *it, unsigned n)
 	for (unsigned k = 0; k < n; k++)
 		m->copied[it[k].i] = 1;
 	m->pr.keys_moved += n;
+	m->pr.bytes_moved += bytes; /* counted once they are there */
 	return 0;
 }
 
