@@ -339,6 +339,7 @@ void rkv_client_destroy(struct rkv_client *c)
 			space_fini(&c->space[i]);
 	}
 	gpu_fini(c); /* device staging (dev.c), before its context goes */
+	scan_fini(c);
 	cache_fini(c);
 	rkv_free(c->slots);
 	rkv_free(c->space);

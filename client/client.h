@@ -105,6 +105,7 @@ struct rkv_client {
 	size_t secret_len;
 	struct aux_call aux[AUX_CALLS]; /* words.c */
 	struct cgpu *gpu;        /* device staging (dev.c); NULL until used */
+	struct scan *scan;       /* scan buffers (scan.c); NULL until used */
 };
 
 /* Peers a client whose map is in etcd keeps room for, beyond its map's
@@ -182,6 +183,9 @@ int gpu_block_decode(struct opslot *o, char *blk, size_t size,
 		     const struct rkv_block_hdr **hdr);
 /* A device get's value (verified, at device pointer v) to its buffers. */
 int gpu_deliver(struct opslot *o, const void *v, uint32_t vl);
+
+/* scan.c: free the scan buffers (rkv_client_destroy). */
+void scan_fini(struct rkv_client *c);
 
 /* cache.c */
 int cache_init(struct rkv_client *c, unsigned n);

@@ -31,6 +31,7 @@
  */
 #include "client.h"
 #include "migrate.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -46,12 +47,6 @@
 #define BLKS_CAP (4u << 20)      /* bytes of blocks read per doorbell */
 #define NO_PART 0xffffu
 
-/* A slot to act on in a batch of WRs: its index and the word seen. */
-struct item {
-	uint64_t i, w;
-	uint32_t off;                /* its block's place in m->blks */
-};
-
 struct mig {
 	const struct rkv_mig_opts *o;
 	struct rkv_client *c;
@@ -61,7 +56,7 @@ struct mig {
 	uint64_t *res;
 	char *blks;
 	char *blk;                   /* one block (blks' start) */
-	struct item todo[CHAIN];     /* committed slots of the batch */
+	struct walk_item todo[CHAIN]; /* committed slots of the batch */
 	unsigned ntodo;
 	int from_peer[RKV_MAP_SERVERS_MAX], to_peer[RKV_MAP_SERVERS_MAX];
 	struct rkv_mig_progress pr;
@@ -220,69 +215,33 @@ static int slot_part(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 
 /* READ the blocks of it[0..n) (n <= CHAIN, sizes within BLKS_CAP) from
  * peer pi into m->blks, in one doorbell; it[k].off says where. */
-static int read_blocks(struct mig *m, unsigned pi, struct item *it, unsigned n)
+static int read_blocks(struct mig *m, unsigned pi, struct walk_item *it,
+		       unsigned n)
 {
 	struct peer *p = &m->c->peer[pi];
 	struct rkv_wr wr[CHAIN];
-	uint32_t off = 0;
 	int rc;
 
 	if (!n)
 		return 0;
-	for (unsigned k = 0; k < n; k++) {
-		uint32_t size = rkv_slot_size(it[k].w);
-
-		it[k].off = off;
-		wr[k] = (struct rkv_wr){
-			.opcode = RKV_WR_READ, .local = m->blks + off,
-			.length = size, .lkey = m->mr->lkey,
-			.remote_addr = p->g.data_addr + rkv_slot_offset(it[k].w),
-			.rkey = p->ctrl.keys.data };
-		off += size;
-	}
+	walk_block_wrs(p, m->mr->lkey, m->blks, it, n, wr);
 	rc = aux_run_n(m->c, p, wr, n, NULL);
 	return rc ? say(m, rc, "server %s: READ of blocks: %s", p->label,
 			strerror(-rc))
 		  : 0;
 }
 
-/* Whether slot word w names a block inside peer pi's data region. */
-static int block_ok(const struct mig *m, unsigned pi, uint64_t w)
-{
-	uint32_t size = rkv_slot_size(w);
-
-	return size && rkv_slot_offset(w) + size <= m->c->peer[pi].g.data_len;
-}
-
-/* A block read_blocks brought, checked. */
-struct blkv {
-	const struct rkv_block_hdr *h;
-	const char *key;
-	const void *val;
-	uint32_t val_len;
-};
-
-/* Check the block of it that read_blocks brought: 0, or -EBADMSG. */
-static int item_block(const struct mig *m, const struct item *it,
-		      struct blkv *b)
-{
-	int rc = rkv_block_decode(m->blks + it->off, rkv_slot_size(it->w),
-				  NULL, 0, &b->val, &b->val_len, &b->h);
-
-	b->key = m->blks + it->off + RKV_BLOCK_HDR_SIZE;
-	return rc;
-}
-
 /* Learn the keys' partitions of it[0..n) from their blocks (a torn or
  * reused one stays unknown: the pass reads it again). */
-static int learn(struct mig *m, unsigned pi, struct item *it, unsigned n)
+static int learn(struct mig *m, unsigned pi, struct walk_item *it,
+		 unsigned n)
 {
 	int rc = read_blocks(m, pi, it, n);
 
 	for (unsigned k = 0; k < n && !rc; k++) {
-		struct blkv b;
+		struct walk_blk b;
 
-		if (item_block(m, &it[k], &b))
+		if (walk_block(m->blks, &it[k], &b))
 			continue; /* unknown: the pass reads it again */
 		m->seen[it[k].i] = it[k].w;
 		m->part[it[k].i] = (uint16_t)part_of_key(b.key, b.h->key_len);
@@ -295,7 +254,7 @@ static int learn(struct mig *m, unsigned pi, struct item *it, unsigned n)
  * m->buf (n words from slot first) whose block we do not know yet. */
 static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 {
-	struct item it[CHAIN];
+	struct walk_item it[CHAIN];
 	unsigned k = 0;
 	uint32_t bytes = 0;
 	int rc = 0;
@@ -304,7 +263,7 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 		uint64_t w, i = first + j;
 
 		memcpy(&w, m->buf + (size_t)j * 8, 8);
-		if (rkv_slot_empty(w) || !block_ok(m, pi, w) ||
+		if (rkv_slot_empty(w) || !walk_block_ok(&m->c->peer[pi], w) ||
 		    (m->part[i] != NO_PART &&
 		     rkv_slot_same_block(m->seen[i], w)))
 			continue;
@@ -313,7 +272,7 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 			k = 0;
 			bytes = 0;
 		}
-		it[k++] = (struct item){ .i = i, .w = w };
+		it[k++] = (struct walk_item){ .i = i, .w = w };
 		bytes += rkv_slot_size(w);
 	}
 	return rc ? rc : learn(m, pi, it, k);
@@ -321,16 +280,17 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 
 /* Copy the keys of the moved slots it[0..n) to their new owner: their
  * blocks in one doorbell, then one rkv_mput. */
-static int copy_keys(struct mig *m, unsigned pi, struct item *it, unsigned n)
+static int copy_keys(struct mig *m, unsigned pi, struct walk_item *it,
+		     unsigned n)
 {
 	struct rkv_kv kv[CHAIN];
 	uint64_t bytes = 0;
 	int rc = read_blocks(m, pi, it, n);
 
 	for (unsigned k = 0; k < n && !rc; k++) {
-		struct blkv b;
+		struct walk_blk b;
 
-		if (item_block(m, &it[k], &b))
+		if (walk_block(m->blks, &it[k], &b))
 			return say(m, -EIO, "server %s: a moved slot names a "
 				   "bad block", m->c->peer[pi].label);
 		kv[k] = (struct rkv_kv){ .key = b.key,
@@ -357,7 +317,7 @@ static int flush_todo(struct mig *m, unsigned pi, int *left)
 {
 	struct peer *p = &m->c->peer[pi];
 	struct rkv_wr wr[CHAIN];
-	struct item mv[CHAIN];
+	struct walk_item mv[CHAIN];
 	unsigned n = m->ntodo, nmv = 0;
 	uint32_t bytes = 0;
 	int rc;
@@ -390,7 +350,7 @@ static int flush_todo(struct mig *m, unsigned pi, int *left)
 			nmv = 0;
 			bytes = 0;
 		}
-		mv[nmv++] = (struct item){ .i = m->todo[k].i, .w = moved };
+		mv[nmv++] = (struct walk_item){ .i = m->todo[k].i, .w = moved };
 		bytes += rkv_slot_size(moved);
 	}
 	return rc ? rc : copy_keys(m, pi, mv, nmv);
@@ -418,7 +378,7 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 		return 0;
 	if (rkv_slot_moved(w)) {
 		/* moved by an earlier run: copy it again, as a batch of one */
-		struct item it = { .i = i, .w = w };
+		struct walk_item it = { .i = i, .w = w };
 
 		return m->copied[i] ? 0 : copy_keys(m, pi, &it, 1);
 	}
@@ -437,7 +397,7 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 		return rc;
 	}
 	/* committed (locked or not): moved and copied in a batch */
-	m->todo[m->ntodo++] = (struct item){ .i = i, .w = w };
+	m->todo[m->ntodo++] = (struct walk_item){ .i = i, .w = w };
 	return m->ntodo == CHAIN ? flush_todo(m, pi, left) : 0;
 }
 

@@ -312,6 +312,51 @@ struct rkv_server_stats {
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);
 
+/* --------------------------------------------------------------- scan */
+
+/*
+ * Every key of every server, with its value, read one-sided: READs of
+ * the servers' index regions and of the blocks their slots name, no
+ * server CPU, no locks; writers are never held up.  fn gets each key and
+ * value (valid only during the call) and returns 0 to go on; anything
+ * else stops the scan, and rkv_scan returns it.
+ * What a scan guarantees under concurrent writes:
+ *   - a key present from the start of the scan to its end is returned,
+ *     with a value it held during the scan (every block is checked, and
+ *     taken only when its slot named it before and after it was read);
+ *   - a key is returned once, unless it was deleted and inserted again
+ *     during the scan, or a migration moved its partition to another
+ *     server during the scan (st->parts_moved > 0): then it may be
+ *     returned twice (as with Redis SCAN);
+ *   - a key inserted or deleted during the scan may or may not be
+ *     returned; nothing is returned that was never put;
+ *   - no order: keys come server by server, in index order.
+ * A server that is down or fails is skipped: the others' keys are still
+ * returned, and rkv_scan then returns that server's error with
+ * st->failed_server its index (the first such server).  Other errors:
+ * -EINVAL, -ENOMEM, -EBUSY (keys kept changing under 1000 reads in a
+ * row), -ETIMEDOUT (a partition stayed frozen by a migration for longer
+ * than the op timeout), -EIO (a slot names a block that is not its
+ * key's).  Cost: per server, 2 READs of its 32 KiB partition table, one
+ * round per 256 KiB of index, and one round per 62 blocks (blocks and the
+ * words of their slots again, in one doorbell); about 4.6 MB of
+ * registered memory, allocated by the first scan and kept.
+ * Thread safety: one thread at a time per client; fn runs on the calling
+ * thread and must not call into c.
+ */
+struct rkv_scan_stats {
+	uint64_t keys;        /* returned */
+	uint64_t rounds;      /* doorbells, each one RTT */
+	uint64_t bytes;       /* read */
+	uint64_t retries;     /* slots read again: their word changed */
+	uint64_t parts_moved; /* partitions moved during the scan */
+	int failed_server;    /* the first server that failed, or -1 */
+};
+typedef int (*rkv_scan_fn)(const void *key, size_t key_len, const void *val,
+			   size_t val_len, void *arg);
+int rkv_scan(struct rkv_client *c, rkv_scan_fn fn, void *arg,
+	     struct rkv_scan_stats *st);
+
 /* ------------------------------------------- GPU (CUDA) device buffers */
 
 /*

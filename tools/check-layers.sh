@@ -19,8 +19,8 @@ layer() {
     link_ctrl) echo 2 ;;
     conn) echo 3 ;;
     chunks) echo 4 ;;
-    op|op_*|cache|dev|words) echo 5 ;;
-    api|client|peers|cluster|migrate) echo 6 ;;
+    op|op_*|cache|dev|words|walk) echo 5 ;;
+    api|client|peers|cluster|migrate|scan) echo 6 ;;
     ps/*) echo 7 ;;
     *) echo 0 ;;
   esac

@@ -191,6 +191,19 @@ static void usage(FILE *f)
 		"                     absent key counts from 0; atomic (rmw)\n"
 		"  decr KEY [BY]      subtract BY (default 1) likewise\n"
 		"                     (a negative BY after \"--\": incr k -- -5)\n"
+		"  scan [PATTERN] [--count N]\n"
+		"                     the keys that match PATTERN (a glob:\n"
+		"                     * ? [a-z] [^a] \\x; default: all), one a\n"
+		"                     line, N at most; read one-sided from\n"
+		"                     every server's index (no server CPU,\n"
+		"                     writers never wait).  Under concurrent\n"
+		"                     writes a key present from start to end\n"
+		"                     is listed, once unless it was deleted\n"
+		"                     and put again or its partition migrated\n"
+		"                     meanwhile; keys put or deleted during\n"
+		"                     the scan may or may not be; no order.\n"
+		"                     A server that is down: the others' keys,\n"
+		"                     then an error naming it (exit 2)\n"
 		"  stat               per-server counters\n"
 		"  ping               PONG when every server answers\n"
 		"  admin ...          a cluster in etcd (rkv admin --help)\n"
@@ -212,6 +225,7 @@ static void usage(FILE *f)
 		"             mput: {\"stored\":N}  exists: {\"exists\":N}\n"
 		"             incr, decr: {\"key\":K,\"value\":N}\n"
 		"             stat: {\"servers\":[{\"server\":S,COUNTER:N,...}]}\n"
+		"             scan: {\"keys\":[{\"key\":K},...],\"count\":N}\n"
 		"             a key or value that is not UTF-8 comes as\n"
 		"             \"key_base64\" or \"value_base64\" instead\n"
 		"  exists, incr and decr print a decimal number in every mode\n"
@@ -219,7 +233,8 @@ static void usage(FILE *f)
 		"  blanks, \"...\" keeps blanks, escapes \\n \\r \\t \\0 \\\\ \\\" \\xHH;\n"
 		"  a word is its bytes (no - or @FILE); one answer line each:\n"
 		"  get \"VALUE\" (quoted, printable) or (nil), put OK, del 1 or 0,\n"
-		"  mget the values on one line, stat one line, errors\n"
+		"  mget the values and scan the keys on one line ((empty):\n"
+		"  none), stat one line, errors\n"
 		"  \"(error) ...\" (--json: one object each, {\"error\":...});\n"
 		"  --pipe sends gets in a row, and puts, in batches of %u\n"
 		"  (rkv_mget, rkv_mput); exit 2 if any line failed, else 0;\n"
@@ -1159,7 +1174,7 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 {
 	printf("server %s\n", addr);
 	printf("  uptime_ms       %llu\n", (unsigned long long)st->uptime_ms);
-	printf("  clients         %llu (total %llu)\n",
+	printf("  clients         %llu   (connected now; %llu since start)\n",
 	       (unsigned long long)st->clients,
 	       (unsigned long long)st->clients_total);
 	printf("  keys            %llu\n", (unsigned long long)st->keys);
@@ -1305,12 +1320,261 @@ static int cmd_stat(struct ctx *x)
 	return status;
 }
 
+/* Whether the n bytes of s match glob pattern pat (pn bytes), byte by
+ * byte: * any run, ? one byte, [abc] [a-z] [^...] or [!...] a set,
+ * \ the next byte as it is (Redis' KEYS and SCAN MATCH). */
+static int glob_match(const char *pat, size_t pn, const char *s, size_t n)
+{
+	size_t pi = 0, si = 0, star_p = (size_t)-1, star_s = 0;
+
+	while (si < n) {
+		if (pi < pn && pat[pi] == '*') {
+			star_p = pi++;
+			star_s = si;
+			continue;
+		}
+		if (pi < pn && pat[pi] == '[') {
+			size_t q = pi + 1;
+			int neg = 0, hit = 0;
+			unsigned char c = (unsigned char)s[si];
+
+			if (q < pn && (pat[q] == '^' || pat[q] == '!')) {
+				neg = 1;
+				q++;
+			}
+			while (q < pn && (pat[q] != ']' || q == pi + 1 + neg)) {
+				unsigned char lo, hi;
+
+				if (pat[q] == '\\' && q + 1 < pn)
+					q++;
+				lo = hi = (unsigned char)pat[q];
+				if (q + 2 < pn && pat[q + 1] == '-' &&
+				    pat[q + 2] != ']') {
+					q += 2;
+					if (pat[q] == '\\' && q + 1 < pn)
+						q++;
+					hi = (unsigned char)pat[q];
+					if (lo > hi) {
+						unsigned char t = lo;
+
+						lo = hi;
+						hi = t;
+					}
+				}
+				hit |= c >= lo && c <= hi;
+				q++;
+			}
+			if (q < pn && hit != neg) { /* q at the closing ] */
+				pi = q + 1;
+				si++;
+				continue;
+			}
+			if (q >= pn && pat[pi] == s[si]) { /* no ]: a plain [ */
+				pi++;
+				si++;
+				continue;
+			}
+		} else if (pi < pn && (pat[pi] == '?' ||
+				       (pat[pi] == '\\' && pi + 1 < pn
+					? pat[pi + 1] == s[si]
+					: pat[pi] == s[si]))) {
+			pi += pat[pi] == '\\' && pi + 1 < pn ? 2 : 1;
+			si++;
+			continue;
+		}
+		if (star_p == (size_t)-1)
+			return 0;
+		pi = star_p + 1; /* the last * takes one byte more */
+		si = ++star_s;
+	}
+	while (pi < pn && pat[pi] == '*')
+		pi++;
+	return pi == pn;
+}
+
+/* --count of a one-shot scan (getopt takes it off the command line) */
+static const char *g_count;
+
+struct scan_arg {
+	const char *pat;   /* NULL: every key */
+	size_t pat_len;
+	uint64_t max;      /* --count; 0: no limit */
+	uint64_t shown;
+	int json;
+	/* line mode: the keys, kept until the scan ends (one answer line:
+	 * the keys, or the error) */
+	char *keep;
+	size_t keep_len, keep_cap;
+	int oom;
+};
+
+/* Line mode: key kept, its length before it. */
+static int scan_keep(struct scan_arg *a, const void *key, size_t key_len)
+{
+	size_t need = a->keep_len + sizeof(size_t) + key_len;
+
+	if (need > a->keep_cap) {
+		size_t cap = a->keep_cap ? a->keep_cap : 4096;
+		char *p;
+
+		while (cap < need)
+			cap *= 2;
+		p = realloc(a->keep, cap);
+		if (!p) {
+			a->oom = 1;
+			return -ENOMEM;
+		}
+		a->keep = p;
+		a->keep_cap = cap;
+	}
+	memcpy(a->keep + a->keep_len, &key_len, sizeof(size_t));
+	memcpy(a->keep + a->keep_len + sizeof(size_t), key, key_len);
+	a->keep_len = need;
+	return 0;
+}
+
+/* Line mode: the kept keys, on one line. */
+static void scan_print_kept(const struct scan_arg *a)
+{
+	for (size_t o = 0, k = 0; o < a->keep_len; k++) {
+		size_t len;
+
+		memcpy(&len, a->keep + o, sizeof(size_t));
+		o += sizeof(size_t);
+		if (g_mode == OUT_JSON) {
+			fputs(k ? ",{" : "{", stdout);
+			out_json_bytes("key", a->keep + o, len);
+			putchar('}');
+		} else {
+			if (k)
+				putchar(' ');
+			out_quoted(a->keep + o, len);
+		}
+		o += len;
+	}
+}
+
+static int scan_fn(const void *key, size_t key_len, const void *val,
+		   size_t val_len, void *arg)
+{
+	struct scan_arg *a = arg;
+
+	(void)val;
+	(void)val_len;
+	if (a->pat && !glob_match(a->pat, a->pat_len, key, key_len))
+		return 0;
+	if (g_line) {
+		if (scan_keep(a, key, key_len))
+			return -ENOMEM;
+	} else if (a->json) {
+		fputs(a->shown ? ",{" : "{", stdout);
+		out_json_bytes("key", key, key_len);
+		putchar('}');
+	} else if (g_mode == OUT_RAW) {
+		fwrite(key, 1, key_len, stdout);
+		putchar('\n');
+	} else {
+		out_printable(key, key_len);
+		putchar('\n');
+	}
+	a->shown++;
+	return a->max && a->shown == a->max ? 1 : 0;
+}
+
+/* --count N of scan.  Returns 0, or 2 after one line. */
+static int parse_count(const char *s, size_t len, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!*s || *end || errno || strlen(s) != len || v == 0 || *s == '-') {
+		err_line("scan: --count '%s' is not a number of keys (1 or "
+			 "more)\n", shown(s, len, 1));
+		return 2;
+	}
+	*out = v;
+	return 0;
+}
+
+/*
+ * scan [PATTERN] [--count N]: the keys of every server that match,
+ * one-sided (rkv_scan), as they come.  A server that failed is named
+ * after the keys of the others.
+ */
+static int cmd_scan(struct ctx *x)
+{
+	struct scan_arg a = { .json = g_mode == OUT_JSON };
+	struct rkv_scan_stats st;
+	int rc;
+
+	if (g_count && parse_count(g_count, strlen(g_count), &a.max))
+		return 2;
+	for (size_t i = 0; i < x->nargs; i++) {
+		const struct blob *b = &x->args[i];
+
+		if (b->len == 7 && !memcmp(b->p, "--count", 7)) {
+			if (i + 1 == x->nargs) {
+				err_line("scan: --count needs a number\n");
+				return 2;
+			}
+			if (parse_count(x->args[i + 1].p, x->args[i + 1].len,
+					&a.max))
+				return 2;
+			i++;
+		} else if (a.pat) {
+			err_line("scan takes [PATTERN] [--count N], not two "
+				 "patterns\n");
+			return 2;
+		} else {
+			a.pat = b->p;
+			a.pat_len = b->len;
+		}
+	}
+	if (a.json && !g_line)
+		fputs("{\"keys\":[", stdout);
+	rc = rkv_scan(x->c, scan_fn, &a, &st);
+	if (rc == 1)
+		rc = 0; /* --count reached */
+	if (g_line && !rc) {
+		if (a.json)
+			fputs("{\"keys\":[", stdout);
+		scan_print_kept(&a);
+		if (a.json)
+			printf("],\"count\":%llu}\n",
+			       (unsigned long long)a.shown);
+		else
+			puts(a.shown ? "" : "(empty)");
+	} else if (a.json && !g_line) {
+		printf("],\"count\":%llu}\n", (unsigned long long)a.shown);
+	}
+	free(a.keep);
+	if (!rc)
+		return 0;
+	if (a.oom) {
+		err_line("scan: out of memory for the keys\n");
+		return 2;
+	}
+	if (st.failed_server >= 0)
+		return fail_op(x, NULL, server_label(x->c,
+						     (unsigned)st.failed_server,
+						     x->label,
+						     sizeof(x->label)),
+			       rc);
+	err_line("scan: %s%s%s\n", strerror(-rc),
+		 log_detail(rc) ? ": " : "",
+		 log_detail(rc) ? log_detail(rc) : "");
+	return 2;
+}
+
 /* The commands: how many arguments each takes and what they are. */
 enum arg_kind {
 	ARGS_NONE,  /* no arguments */
 	ARGS_KEYS,  /* KEY... */
 	ARGS_PAIRS, /* KEY VALUE [KEY VALUE...] */
-	ARGS_KEY_BY /* KEY [BY] */
+	ARGS_KEY_BY, /* KEY [BY] */
+	ARGS_WORDS  /* words as they are (scan's PATTERN, --count N) */
 };
 
 static const struct cmd_def {
@@ -1328,6 +1592,7 @@ static const struct cmd_def {
 	{ "mput", 2, -1, ARGS_PAIRS, "KEY VALUE [KEY VALUE...]", cmd_mput },
 	{ "incr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
 	{ "decr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
+	{ "scan", 0, 3, ARGS_WORDS, "[PATTERN] [--count N]", cmd_scan },
 	{ "stat", 0, 0, ARGS_NONE, "no arguments", cmd_stat },
 	{ "ping", 0, 0, ARGS_NONE, "no arguments", cmd_ping },
 };
@@ -1388,6 +1653,13 @@ static int load_args(const struct cmd_def *d, int argc, char **argv,
 		int is_key = d->kind != ARGS_PAIRS || i % 2 == 0;
 		struct blob *b = &x->args[i];
 
+		if (d->kind == ARGS_WORDS) {
+			size_t len = lens ? lens[i] : strlen(argv[i]);
+
+			*b = (struct blob){ .p = argv[i], .len = len,
+					    .size = len };
+			continue;
+		}
 		if (lens)
 			*b = (struct blob){ .p = argv[i], .len = lens[i],
 					    .size = lens[i], .is_key = is_key };
@@ -1687,7 +1959,8 @@ static void line_help(int interactive)
 		/* --pipe: one line, as for every command */
 		puts("commands: get KEY | put KEY VALUE | del KEY | exists KEY... "
 		     "| mget KEY... | mput KEY VALUE... | incr KEY [BY] | "
-		     "decr KEY [BY] | stat | ping | help | quit");
+		     "decr KEY [BY] | scan [PATTERN] [--count N] | stat | ping | "
+		     "help | quit");
 		return;
 	}
 	puts("  get KEY               the value, in quotes; (nil) if absent\n"
@@ -1698,6 +1971,8 @@ static void line_help(int interactive)
 	     "  mput KEY VALUE...     store each pair: OK\n"
 	     "  incr KEY [BY]         add BY (default 1) to an 8-byte counter\n"
 	     "  decr KEY [BY]         subtract BY likewise\n"
+	     "  scan [PAT] [--count N] the keys matching the glob PAT, quoted, on "
+	     "one line\n"
 	     "  stat                  per-server counters, one line\n"
 	     "  ping                  PONG when every server answers\n"
 	     "  help, quit, exit      (or Ctrl-D)\n"
@@ -1725,7 +2000,7 @@ static void line_cmd(struct line_ctx *l)
 	d = find_cmd(t[0].p);
 	if (!d || strlen(t[0].p) != t[0].len) {
 		err_line("unknown command '%s': get, put, del, exists, mget, "
-			 "mput, incr, decr, stat, ping, help or quit\n",
+			 "mput, incr, decr, scan, stat, ping, help or quit\n",
 			 shown(t[0].p, t[0].len, 1));
 		return;
 	}
@@ -1934,6 +2209,7 @@ int main(int argc, char **argv)
 		{ "no-raw", no_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "pipe", no_argument, NULL, 'L' },
+		{ "count", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1991,6 +2267,9 @@ int main(int argc, char **argv)
 		case 'L':
 			pipe = 1;
 			break;
+		case 'C':
+			g_count = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -2030,10 +2309,15 @@ int main(int argc, char **argv)
 			 "or --json\n", pipe ? "--pipe" : "the prompt");
 		return 2;
 	}
+	if (g_count && (line || strcmp(argv[0], "scan"))) {
+		err_line("--count goes with scan only%s\n",
+			 line ? " (in a line: scan [PATTERN] --count N)" : "");
+		return 2;
+	}
 	d = line ? NULL : find_cmd(argv[0]);
 	if (!line && !d) {
 		err_line("unknown command '%s': get, put, del, exists, mget, "
-			 "mput, incr, decr, stat or ping (try --help)\n",
+			 "mput, incr, decr, scan, stat or ping (try --help)\n",
 			 shown_str(argv[0]));
 		return 2;
 	}

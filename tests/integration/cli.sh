@@ -3,8 +3,8 @@
 # get/put/del/stat, stdin values, exit codes 0/1/2 and one clear error line
 # (tools_errors.sh has every error case, on tcp and shm); on tcp and shm:
 # exists/mget/mput/incr/decr, keys and values from stdin and @FILE, the
-# output modes (--raw, --no-raw, --json), short error lines; --version of
-# every tool.
+# output modes (--raw, --no-raw, --json), short error lines, scan (and
+# with a server down); --version of every tool.
 # TAP output.  Usage: cli.sh BUILD_DIR
 set -u
 # the tools' own lines only: RKV_LOG_LEVEL (CI sets it) adds librkv's
@@ -193,6 +193,23 @@ x\xffy\\z' ]; ok $? "$P: mget prints values escaped by default"
   [ "$rc" = 1 ] && [ "$v" = '{"key":"jp","deleted":false}' ]; ok $? "$P: --json del of an absent key: false, exit 1"
   v=$(R --json stat)
   grep -qE '^\{"servers":\[\{"server":"[^"]+","uptime_ms":[0-9]+,.*"keys":[0-9]+,.*\}\]\}$' <<<"$v"; ok $? "$P: --json stat"
+  # scan: a glob, --count, the modes, line mode, bad arguments
+  R mput sc:1 a sc:2 b sc:x c "$(printf 'sc:\377')" d 2>"$err"
+  v=$(R scan 'sc:*' | LC_ALL=C sort | tr '\n' ' '); [ "$v" = 'sc:1 sc:2 sc:\xff sc:x ' ]; ok $? "$P: scan PATTERN lists the matching keys, printable ($v)"
+  v=$(R scan 'sc:[0-9]' | LC_ALL=C sort | tr '\n' ' '); [ "$v" = 'sc:1 sc:2 ' ]; ok $? "$P: scan with a [set] ($v)"
+  v=$(R scan 'sc:?' --count 2 | wc -l); [ "$v" = 2 ]; ok $? "$P: scan --count 2 stops at 2 ($v)"
+  v=$(R --raw scan "$(printf 'sc:\377')" | od -An -c | tr -s ' '); [ "$v" = ' s c : 377 \n' ]; ok $? "$P: scan --raw: the exact bytes ($v)"
+  v=$(R --json scan 'sc:x'); [ "$v" = '{"keys":[{"key":"sc:x"}],"count":1}' ]; ok $? "$P: --json scan ($v)"
+  v=$(R scan 'nothing*' 2>"$err"); rc=$?
+  [ "$rc" = 0 ] && [ -z "$v" ] && [ ! -s "$err" ]; ok $? "$P: scan that matches nothing: no output, exit 0"
+  v=$(printf 'scan sc:x\nscan nothing*\nscan sc:? --count 1\n' | R --pipe | sed '3s/"sc:[12x]"/K/' | tr '\n' ' ')
+  [ "$v" = '"sc:x" (empty) K ' ]; ok $? "$P: --pipe scan: one line each ($v)"
+  R scan a b 2>"$err"; rc=$?; err1 2 "^rkv: scan takes \[PATTERN\] \[--count N\], not two patterns$"
+  ok $? "$P: scan with two patterns: one line, exit 2"
+  R scan --count x 2>"$err"; rc=$?; err1 2 "^rkv: scan: --count 'x' is not a number of keys"
+  ok $? "$P: scan --count x: one line, exit 2"
+  R --count 2 get sc:1 2>"$err"; rc=$?; err1 2 "^rkv: --count goes with scan only$"
+  ok $? "$P: --count without scan: one line, exit 2"
   if command -v python3 >/dev/null; then
     for c in "get q" "get bin" "mget e1 nope bin q" "stat" "incr jc"; do R --json $c; done 2>/dev/null |
       python3 -c 'import json,sys; sys.exit(len([json.loads(l) for l in sys.stdin]) != 5)' 2>"$err"
@@ -225,6 +242,27 @@ for P in tcp shm; do
   R --secret-file "$tmp/ro" stat | grep -qE "^  denied +0 "; ok $? "$P: stat shows the denied counter"
   kill -TERM $ro_srv; wait $ro_srv 2>/dev/null
 done
+
+# scan with a server down: the other's keys, then one line naming it
+"$BIN/rkv-server" --listen tcp://127.0.0.1:0 --memory 16M --name sa --log-level error >"$tmp/sa.out" 2>/dev/null &
+sa=$!
+"$BIN/rkv-server" --listen tcp://127.0.0.1:0 --memory 16M --name sb --log-level error >"$tmp/sb.out" 2>/dev/null &
+sb=$!
+A=""; B=""
+for _ in $(seq 1 100); do
+  A=$(sed -n 's/^rkv-server: listening on //p' "$tmp/sa.out"); B=$(sed -n 's/^rkv-server: listening on //p' "$tmp/sb.out")
+  [ -n "$A" ] && [ -n "$B" ] && break; sleep 0.1
+done
+R() { timeout 20 "$BIN/rkv" --servers "sa=$A,sb=$B" --timeout 2000 "$@"; }
+for i in $(seq 1 40); do printf 'put k%s v\n' "$i"; done | R --pipe >/dev/null
+all=$(R scan | LC_ALL=C sort | tr '\n' ' ')
+[ "$(wc -w <<<"$all")" = 40 ]; ok $? "two servers: scan lists the 40 keys of both"
+kill -KILL $sb; wait $sb 2>/dev/null
+v=$(R scan 2>"$err"); rc=$?
+nv=$(grep -c '^k' <<<"$v")
+[ "$rc" = 2 ] && [ "$nv" -gt 5 ] && [ "$nv" -lt 35 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "^rkv: scan: .*server sb (" "$err"
+ok $? "one of two servers down: scan lists the other's $nv keys, then one line naming it, exit 2 ($(head -c 160 "$err"))"
+kill -TERM $sa; wait $sa 2>/dev/null
 
 # a peer that speaks another protocol: "not an rkv server" at once, not a
 # timeout (its answer arrives before our --timeout)

@@ -12,7 +12,10 @@
  *     does; etcd killed under load changes nothing for running clients,
  *     and once it is back the servers are registered again;
  *   - a map edited into nonsense, or a server of another protocol
- *     version, is refused with the reason and changes nothing.
+ *     version, is refused with the reason and changes nothing;
+ *   - join and drain under load (t_join_drain_live): linearizable, no
+ *     key lost, and scans running through the moves list every key that
+ *     stays, twice only in a scan that met a move.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -607,6 +610,84 @@ static void mig_child(const char *url, int client, const char *log,
 	_exit(0);
 }
 
+/* Scans, one after the other, until stop_file exists: every filler key
+ * (present throughout) must come in each, with its value; a key may
+ * come twice only in a scan that met a move.  Its summary (scans, scans
+ * that missed a filler key, keys that came twice, of those in scans
+ * without a move, partitions moved, failed scans, bad values) in
+ * sum_file. */
+struct scan_tally {
+	uint8_t n[MIG_FILL];
+	unsigned bad;
+};
+
+static int scan_count(const void *key, size_t key_len, const void *val,
+		      size_t val_len, void *arg)
+{
+	struct scan_tally *t = arg;
+	char k[32], want[64];
+	unsigned i;
+
+	if (key_len >= sizeof(k))
+		return 0;
+	memcpy(k, key, key_len);
+	k[key_len] = '\0';
+	if (sscanf(k, "user:%u", &i) != 1 || i >= MIG_FILL)
+		return 0;
+	snprintf(want, sizeof(want), "value-1-of-%u", i);
+	if (val_len != strlen(want) || memcmp(val, want, val_len))
+		t->bad++;
+	if (t->n[i] < 255)
+		t->n[i]++;
+	return 0;
+}
+
+static void scan_child(const char *url, const char *stop_file,
+		       const char *sum_file)
+{
+	struct rkv_client *c = test_client_cluster(url, MIG_OP_MS, 10000,
+						   NULL, NULL);
+	static struct scan_tally t;
+	unsigned scans = 0, missed = 0, twice = 0, twice_still = 0;
+	unsigned failed = 0, bad = 0;
+	unsigned long long moved = 0;
+	FILE *f;
+
+	if (!c)
+		_exit(3);
+	while (access(stop_file, F_OK) != 0) {
+		struct rkv_scan_stats st;
+		unsigned miss = 0, dup = 0;
+
+		memset(&t, 0, sizeof(t));
+		if (rkv_scan(c, scan_count, &t, &st)) {
+			failed++;
+			continue;
+		}
+		for (unsigned i = 0; i < MIG_FILL; i++) {
+			miss += t.n[i] == 0;
+			dup += t.n[i] > 1;
+		}
+		scans++;
+		missed += miss > 0;
+		/* a full scan reads every server's whole index: leave the
+		 * two cores to the moves and the load between scans */
+		usleep(20000);
+		twice += dup;
+		twice_still += st.parts_moved ? 0 : dup;
+		moved += st.parts_moved;
+		bad += t.bad;
+	}
+	f = fopen(sum_file, "w");
+	if (f) {
+		fprintf(f, "%u %u %u %u %llu %u %u\n", scans, missed, twice,
+			twice_still, moved, failed, bad);
+		fclose(f);
+	}
+	rkv_client_destroy(c);
+	_exit(0);
+}
+
 /* 3 servers grow to 4 and drain back to 3 under load from several
  * processes: the checker over the whole history (and a read of every hot
  * key at the end), every filler key read back, the moves counted. */
@@ -614,8 +695,9 @@ static void t_join_drain_live(void)
 {
 	char dir[] = "/tmp/rkv-itest-mig-XXXXXX", path[300], stop[300];
 	char out[8192];
+	char scan_sum[300];
 	struct env v;
-	pid_t kids[MIG_CLIENTS];
+	pid_t kids[MIG_CLIENTS], scanner;
 	struct rkv_client *c;
 	int rc = env_cluster(&v);
 
@@ -638,6 +720,10 @@ static void t_join_drain_live(void)
 		if (kids[i] == 0)
 			mig_child(v.url, i, log, stop, sum);
 	}
+	snprintf(scan_sum, sizeof(scan_sum), "%s/scan", dir);
+	scanner = fork();
+	if (scanner == 0)
+		scan_child(v.url, stop, scan_sum);
 	usleep(300000);
 	uint64_t t0 = rkv_now_ms();
 
@@ -670,6 +756,33 @@ static void t_join_drain_live(void)
 
 		waitpid(kids[i], &st, 0);
 		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	{
+		/* the scans through the moves: every filler key in each */
+		unsigned scans = 0, missed = 1, twice = 0, still = 1;
+		unsigned failed = 1, bad = 1;
+		unsigned long long moved = 0;
+		int st = 0;
+		FILE *f;
+
+		waitpid(scanner, &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		f = fopen(scan_sum, "r");
+		EXPECT_TRUE(f && fscanf(f, "%u %u %u %u %llu %u %u", &scans,
+					&missed, &twice, &still, &moved,
+					&failed, &bad) == 7);
+		if (f)
+			fclose(f);
+		printf("#   %u scans through the moves: %u missed a key, %u "
+		       "keys came twice (%u in scans that met no move), %llu "
+		       "partitions moved under a scan, %u scans failed, %u "
+		       "bad values\n", scans, missed, twice, still, moved,
+		       failed, bad);
+		EXPECT_TRUE(scans > 0);
+		EXPECT_EQ(missed, 0);
+		EXPECT_EQ(still, 0);
+		EXPECT_EQ(failed, 0);
+		EXPECT_EQ(bad, 0);
 	}
 	/* the final value of every hot key, as one more client */
 	snprintf(path, sizeof(path), "%s/hfinal", dir);
