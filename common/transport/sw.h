@@ -48,6 +48,14 @@ extern "C" {
 #define SW_MAGIC 0x54564b52u /* "RKVT" on the wire (little-endian) */
 #define SW_VERSION 1
 #define SW_HDR_LEN 48
+/* The connector's first bytes, before its HELLO: a line, so that a server
+ * of a line protocol on the port (Redis, memcached, HTTP) answers at once
+ * with an error of its own, and the connector says "not an rkv server"
+ * instead of timing out (the header has NUL bytes, at which such servers
+ * stop looking for the end of the line).  An acceptor takes a HELLO with
+ * or without it. */
+#define SW_PREAMBLE "rkv1\r\n\r\n"
+#define SW_PREAMBLE_LEN 8
 
 enum sw_ftype {
 	SW_F_HELLO = 1,  /* connector -> acceptor, first frame */
@@ -447,7 +455,7 @@ struct sw_pend {
 	struct sw_listener *l;
 	int fd;
 	uint64_t handle;
-	uint8_t buf[SW_HDR_LEN];
+	uint8_t buf[SW_PREAMBLE_LEN + SW_HDR_LEN]; /* [preamble] HELLO */
 	unsigned got;
 	int fds[SW_MAX_FDQ];
 	unsigned nfds;

@@ -107,6 +107,8 @@ static int send_hello(struct sw_tp *tp, struct sw_ep *ep, bool connector)
 		for (unsigned i = 0; i < nfds; i++)
 			sw_ep_tx_fd(ep, fds[i], cl[i]);
 	}
+	if (connector)
+		sw_ep_tx_payload(ep, SW_PREAMBLE, SW_PREAMBLE_LEN);
 	sw_ep_tx_frame(ep, &h, NULL, 0);
 	sw_ep_tx_commit(ep);
 	if (ep->io_err || ep->tx_len)

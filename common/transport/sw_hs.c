@@ -238,27 +238,37 @@ static void peer_name(struct sw_tp *tp, const struct sockaddr_storage *ss,
 bool sw_hs_on_pend(struct sw_tp *tp, struct sw_pend *p)
 {
 	struct sw_listener *l = p->l;
+	/* the preamble first, or (an older connector) the HELLO at once */
+	bool pre = p->got && p->buf[0] == SW_PREAMBLE[0];
+	unsigned need = pre ? SW_PREAMBLE_LEN + SW_HDR_LEN : SW_HDR_LEN;
 	struct sw_hdr h;
 	ssize_t n;
 
-	n = sw_sock_recv(p->fd, p->buf + p->got, SW_HDR_LEN - p->got,
-			 tp->prov->unix_fds ? p->fds : NULL, &p->nfds,
-			 SW_MAX_FDQ);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-		      errno == EINTR))
-		return true;
-	if (n <= 0) {
-		if (p->got && flog_ok(tp, rkv_now_ns()))
-			sw_log(tp, RKV_LOG_WARN,
-			       "%s: truncated handshake from %s, dropping the connection",
-			       l->base.addr, p->peer);
-		sw_pend_drop(tp, p);
-		return false;
-	}
-	p->got += (unsigned)n;
-	if (p->got < SW_HDR_LEN)
-		return true;
-	if (sw_frame_check(p->buf, p->got, &h) || h.type != SW_F_HELLO) {
+	do {
+		/* never past the HELLO: the connector sends nothing more
+		 * until it has the answer */
+		n = sw_sock_recv(p->fd, p->buf + p->got, need - p->got,
+				 tp->prov->unix_fds ? p->fds : NULL, &p->nfds,
+				 SW_MAX_FDQ);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+			      errno == EINTR))
+			return true;
+		if (n <= 0) {
+			if (p->got && flog_ok(tp, rkv_now_ns()))
+				sw_log(tp, RKV_LOG_WARN,
+				       "%s: truncated handshake from %s, dropping the connection",
+				       l->base.addr, p->peer);
+			sw_pend_drop(tp, p);
+			return false;
+		}
+		p->got += (unsigned)n;
+		pre = p->buf[0] == SW_PREAMBLE[0];
+		need = pre ? SW_PREAMBLE_LEN + SW_HDR_LEN : SW_HDR_LEN;
+	} while (p->got < need);
+	if ((pre && memcmp(p->buf, SW_PREAMBLE, SW_PREAMBLE_LEN)) ||
+	    sw_frame_check(p->buf + (pre ? SW_PREAMBLE_LEN : 0), SW_HDR_LEN,
+			   &h) ||
+	    h.type != SW_F_HELLO) {
 		if (flog_ok(tp, rkv_now_ns()))
 			sw_log(tp, RKV_LOG_WARN,
 			       "%s: garbage from %s during the handshake, dropping the connection",

@@ -289,6 +289,53 @@ env -u RKV_LOG_LEVEL timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tm
 ok $? "an HTTP server: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
 kill "$http_pid" 2>/dev/null; wait "$http_pid" 2>/dev/null
 
+# peers that wait for the end of a line before they answer (Redis,
+# memcached): the handshake's first bytes are a line, so they answer at
+# once and the error says what they are not; a fake one always, the real
+# ones when installed (on ports they are given, stopped by PID)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+python3 - "$tmp/line.port" <<'PY' &
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+s.settimeout(30)
+try:
+    while True:
+        c, _ = s.accept()
+        buf = b""
+        while b"\n" not in buf.split(b"\0")[0]:
+            d = c.recv(100)
+            if not d:
+                break
+            buf += d
+        c.sendall(b"ERROR\r\n")   # and keep the connection open
+except socket.timeout:
+    pass
+PY
+line_pid=$!
+for _ in $(seq 1 50); do [ -s "$tmp/line.port" ] && break; sleep 0.1; done
+timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/line.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
+[ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+ok $? "a line-protocol peer that waits for a newline (no NUL before it): not an rkv server ($(head -c 150 "$err"))"
+kill "$line_pid" 2>/dev/null; wait "$line_pid" 2>/dev/null
+for peer in redis-server memcached; do
+  command -v $peer >/dev/null || { n=$((n+1)); echo "ok $n - # SKIP $peer is not installed"; continue; }
+  port=$(free_port)
+  if [ $peer = redis-server ]; then
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  else
+    memcached -u "$(id -un)" -l 127.0.0.1 -p "$port" -U 0 >/dev/null 2>&1 &
+  fi
+  ppid=$!
+  for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+  timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$port" --timeout 15000 get x 2>"$err"; rc=$?
+  [ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+  ok $? "a real $peer on the port: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
+  kill "$ppid" 2>/dev/null; wait "$ppid" 2>/dev/null
+done
+
 # every tool: one version line, exit 0
 for b in rkv rkv-server rkv-ycsb rkv-bench-kv rkv-bench-ps rkv-bench-transport; do
   [ -x "$BIN/$b" ] || continue
