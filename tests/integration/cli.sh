@@ -264,46 +264,28 @@ nv=$(grep -c '^k' <<<"$v")
 ok $? "one of two servers down: scan lists the other's $nv keys, then one line naming it, exit 2 ($(head -c 160 "$err"))"
 kill -TERM $sa; wait $sa 2>/dev/null
 
-# a peer that speaks another protocol: "not an rkv server" at once, not a
-# timeout (its answer arrives before our --timeout)
-python3 - "$tmp/http.port" <<'PY' &
+# peers that speak another protocol: "not an rkv server" at once, not a
+# timeout (their answer arrives before our --timeout): one that answers
+# at once (HTTP), one that waits for the end of a line first, as Redis
+# and memcached do (the handshake's first bytes are a line, so they
+# answer); then the real ones when installed (on ports they are given,
+# stopped by PID)
+fake_peer() { # MODE PORTFILE: http or line
+  python3 - "$1" "$2" <<'PY' &
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(4)
-open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+open(sys.argv[2], "w").write(str(s.getsockname()[1]))
 s.settimeout(30)
 try:
     while True:
         c, _ = s.accept()
-        c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-        time.sleep(0.2)
-        c.close()
-except socket.timeout:
-    pass
-PY
-http_pid=$!
-for _ in $(seq 1 50); do [ -s "$tmp/http.port" ] && break; sleep 0.1; done
-env -u RKV_LOG_LEVEL timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/http.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
-[ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
-ok $? "an HTTP server: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
-kill "$http_pid" 2>/dev/null; wait "$http_pid" 2>/dev/null
-
-# peers that wait for the end of a line before they answer (Redis,
-# memcached): the handshake's first bytes are a line, so they answer at
-# once and the error says what they are not; a fake one always, the real
-# ones when installed (on ports they are given, stopped by PID)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-python3 - "$tmp/line.port" <<'PY' &
-import socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(4)
-open(sys.argv[1], "w").write(str(s.getsockname()[1]))
-s.settimeout(30)
-try:
-    while True:
-        c, _ = s.accept()
+        if sys.argv[1] == "http":
+            c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            time.sleep(0.2)
+            c.close()
+            continue
         buf = b""
         while b"\n" not in buf.split(b"\0")[0]:
             d = c.recv(100)
@@ -314,12 +296,22 @@ try:
 except socket.timeout:
     pass
 PY
-line_pid=$!
-for _ in $(seq 1 50); do [ -s "$tmp/line.port" ] && break; sleep 0.1; done
-timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$(cat "$tmp/line.port" 2>/dev/null)" --timeout 15000 get x 2>"$err"; rc=$?
-[ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+  fake_pid=$!
+  for _ in $(seq 1 50); do [ -s "$2" ] && break; sleep 0.1; done
+}
+not_rkv() { # PORT: the rkv line says "not an rkv server", no timeout
+  env -u RKV_LOG_LEVEL timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$1" --timeout 15000 get x 2>"$err"; rc=$?
+  [ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+}
+fake_peer http "$tmp/http.port"
+not_rkv "$(cat "$tmp/http.port" 2>/dev/null)"
+ok $? "an HTTP server: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
+kill "$fake_pid" 2>/dev/null; wait "$fake_pid" 2>/dev/null
+fake_peer line "$tmp/line.port"
+not_rkv "$(cat "$tmp/line.port" 2>/dev/null)"
 ok $? "a line-protocol peer that waits for a newline (no NUL before it): not an rkv server ($(head -c 150 "$err"))"
-kill "$line_pid" 2>/dev/null; wait "$line_pid" 2>/dev/null
+kill "$fake_pid" 2>/dev/null; wait "$fake_pid" 2>/dev/null
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 for peer in redis-server memcached; do
   command -v $peer >/dev/null || { n=$((n+1)); echo "ok $n - # SKIP $peer is not installed"; continue; }
   port=$(free_port)
@@ -330,8 +322,7 @@ for peer in redis-server memcached; do
   fi
   ppid=$!
   for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-  timeout 20 "$BIN/rkv" --servers "tcp://127.0.0.1:$port" --timeout 15000 get x 2>"$err"; rc=$?
-  [ "$rc" = 2 ] && [ "$(grep -c '' "$err")" = 1 ] && grep -q "not an rkv server" "$err" && ! grep -q "timed out" "$err"
+  not_rkv "$port"
   ok $? "a real $peer on the port: exit 2, one line, not an rkv server ($(head -c 150 "$err"))"
   kill "$ppid" 2>/dev/null; wait "$ppid" 2>/dev/null
 done
