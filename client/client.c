@@ -380,6 +380,20 @@ int rkv_client_server_status(const struct rkv_client *c, unsigned i)
 	return c->peer[i].down ? c->peer[i].down : c->peer[i].link.dead;
 }
 
+uint64_t rkv_client_map_epoch(const struct rkv_client *c)
+{
+	return c->map ? c->map->epoch : 0;
+}
+
+unsigned rkv_client_server_parts(const struct rkv_client *c, unsigned i)
+{
+	unsigned n = 0;
+
+	for (unsigned p = 0; i < c->nsrv && p < RKV_MAP_PARTS; p++)
+		n += c->owner[p] == i;
+	return n;
+}
+
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 			  size_t key_len)
 {

@@ -125,7 +125,8 @@ static int authenticate(struct peer *p, const struct conn_opts *o,
 	if (!o->secret) {
 		eng_log(e, RKV_LOG_ERROR,
 			"server %s requires authentication and no secret is "
-			"configured (secret_file; RKV_SECRET_FILE for the CLI)",
+			"configured (the client's secret_file, or "
+			"$RKV_SECRET_FILE for the rkv tools)",
 			p->label);
 		return -EACCES;
 	}

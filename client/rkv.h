@@ -149,6 +149,12 @@ int rkv_client_server_status(const struct rkv_client *c, unsigned i);
 /* The server index a key routes to. */
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 			  size_t key_len);
+/* The epoch of the client's cluster map (0: a static map, from servers or
+ * cluster_file), and how many of the 4096 placement partitions it places
+ * on server i (0 for a server it keeps a peer for but places nothing on,
+ * or no such server).  Thread safety: as rkv_poll. */
+uint64_t rkv_client_map_epoch(const struct rkv_client *c);
+unsigned rkv_client_server_parts(const struct rkv_client *c, unsigned i);
 
 /*
  * Read key into buf (cap bytes).  On success returns 0 and sets *val_len.

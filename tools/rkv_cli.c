@@ -205,6 +205,9 @@ static void usage(FILE *f)
 		"                     A server that is down: the others' keys,\n"
 		"                     then an error naming it (exit 2)\n"
 		"  stat               per-server counters\n"
+		"  cluster            the map: its epoch, each server's name,\n"
+		"                     address, partitions, state and keys\n"
+		"                     (exit 2 when a server is down)\n"
 		"  ping               PONG when every server answers\n"
 		"  admin ...          a cluster in etcd (rkv admin --help)\n"
 		"KEY, VALUE: the argument's bytes; \"-\": all of stdin (one\n"
@@ -226,6 +229,9 @@ static void usage(FILE *f)
 		"             incr, decr: {\"key\":K,\"value\":N}\n"
 		"             stat: {\"servers\":[{\"server\":S,COUNTER:N,...}]}\n"
 		"             scan: {\"keys\":[{\"key\":K},...],\"count\":N}\n"
+		"             cluster: {\"epoch\":E,\"partitions\":4096,\"servers\":\n"
+		"               [{\"name\":N,\"addr\":A,\"up\":B,\"partitions\":P,\n"
+		"               \"keys\":K (up) or \"error\":E (down)},...]}\n"
 		"             a key or value that is not UTF-8 comes as\n"
 		"             \"key_base64\" or \"value_base64\" instead\n"
 		"  exists, incr and decr print a decimal number in every mode\n"
@@ -1568,6 +1574,78 @@ static int cmd_scan(struct ctx *x)
 	return 2;
 }
 
+/*
+ * cluster: the client's map (its epoch; each server's name, address,
+ * partitions) and each server's state and keys (a stats call each).
+ * Exit 2, after the table, when a server is down.
+ */
+static int cmd_cluster(struct ctx *x)
+{
+	uint64_t epoch = rkv_client_map_epoch(x->c);
+	unsigned n = rkv_client_nservers(x->c), shown_n = 0, down = 0;
+
+	if (g_mode == OUT_JSON)
+		printf("{\"epoch\":%llu,\"partitions\":4096,\"servers\":[",
+		       (unsigned long long)epoch);
+	else if (g_line)
+		printf("epoch %llu:", (unsigned long long)epoch);
+	else if (epoch)
+		printf("cluster map epoch %llu, 4096 partitions\n",
+		       (unsigned long long)epoch);
+	else
+		puts("static cluster map (no etcd), 4096 partitions");
+	for (unsigned i = 0; i < n; i++) {
+		unsigned parts = rkv_client_server_parts(x->c, i);
+		const char *name = rkv_client_server_name(x->c, i);
+		const char *addr = rkv_client_server_addr(x->c, i);
+		struct rkv_server_stats st;
+		int rc;
+
+		if (!parts)
+			continue; /* a server of an older map */
+		log_reset();
+		rc = rkv_server_stats(x->c, i, &st);
+		down += rc != 0;
+		if (g_mode == OUT_JSON) {
+			printf("%s{", shown_n ? "," : "");
+			out_json_bytes("name", name, strlen(name));
+			putchar(',');
+			out_json_bytes("addr", addr, strlen(addr));
+			printf(",\"up\":%s,\"partitions\":%u",
+			       rc ? "false" : "true", parts);
+			if (rc)
+				printf(",\"error\":\"%s\"}", strerror(-rc));
+			else
+				printf(",\"keys\":%llu}",
+				       (unsigned long long)st.keys);
+		} else if (g_line) {
+			printf("%s %s %s %s %u partitions", shown_n ? "," : "",
+			       name, addr, rc ? "down" : "up", parts);
+			if (!rc)
+				printf(" %llu keys", (unsigned long long)st.keys);
+		} else {
+			printf("  %-20s %-28s %-4s %5u partitions (%4.1f%%)",
+			       name, addr, rc ? "down" : "up", parts,
+			       parts * 100.0 / 4096);
+			if (rc)
+				printf("  %s\n", strerror(-rc));
+			else
+				printf("  %llu keys\n",
+				       (unsigned long long)st.keys);
+		}
+		shown_n++;
+	}
+	if (g_mode == OUT_JSON)
+		puts("]}");
+	else if (g_line)
+		putchar('\n');
+	if (!down)
+		return 0;
+	if (!g_line)
+		err_line("cluster: %u of %u servers down\n", down, shown_n);
+	return 2;
+}
+
 /* The commands: how many arguments each takes and what they are. */
 enum arg_kind {
 	ARGS_NONE,  /* no arguments */
@@ -1593,6 +1671,7 @@ static const struct cmd_def {
 	{ "incr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
 	{ "decr", 1, 2, ARGS_KEY_BY, "KEY [BY]", cmd_incr },
 	{ "scan", 0, 3, ARGS_WORDS, "[PATTERN] [--count N]", cmd_scan },
+	{ "cluster", 0, 0, ARGS_NONE, "no arguments", cmd_cluster },
 	{ "stat", 0, 0, ARGS_NONE, "no arguments", cmd_stat },
 	{ "ping", 0, 0, ARGS_NONE, "no arguments", cmd_ping },
 };
@@ -1959,8 +2038,8 @@ static void line_help(int interactive)
 		/* --pipe: one line, as for every command */
 		puts("commands: get KEY | put KEY VALUE | del KEY | exists KEY... "
 		     "| mget KEY... | mput KEY VALUE... | incr KEY [BY] | "
-		     "decr KEY [BY] | scan [PATTERN] [--count N] | stat | ping | "
-		     "help | quit");
+		     "decr KEY [BY] | scan [PATTERN] [--count N] | stat | cluster | "
+		     "ping | help | quit");
 		return;
 	}
 	puts("  get KEY               the value, in quotes; (nil) if absent\n"
@@ -1974,6 +2053,7 @@ static void line_help(int interactive)
 	     "  scan [PAT] [--count N] the keys matching the glob PAT, quoted, on "
 	     "one line\n"
 	     "  stat                  per-server counters, one line\n"
+	     "  cluster               the map and each server's state, one line\n"
 	     "  ping                  PONG when every server answers\n"
 	     "  help, quit, exit      (or Ctrl-D)\n"
 	     "words split on blanks; \"...\" keeps blanks; \\n \\t \\\\ \\\" "
@@ -2000,7 +2080,7 @@ static void line_cmd(struct line_ctx *l)
 	d = find_cmd(t[0].p);
 	if (!d || strlen(t[0].p) != t[0].len) {
 		err_line("unknown command '%s': get, put, del, exists, mget, "
-			 "mput, incr, decr, scan, stat, ping, help or quit\n",
+			 "mput, incr, decr, scan, stat, cluster, ping, help or quit\n",
 			 shown(t[0].p, t[0].len, 1));
 		return;
 	}
@@ -2317,7 +2397,7 @@ int main(int argc, char **argv)
 	d = line ? NULL : find_cmd(argv[0]);
 	if (!line && !d) {
 		err_line("unknown command '%s': get, put, del, exists, mget, "
-			 "mput, incr, decr, scan, stat or ping (try --help)\n",
+			 "mput, incr, decr, scan, stat, cluster or ping (try --help)\n",
 			 shown_str(argv[0]));
 		return 2;
 	}

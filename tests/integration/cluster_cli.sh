@@ -2,8 +2,9 @@
 # cluster_cli.sh - the rkv CLI against a static cluster of three named
 # rkv-servers (tcp), as a new user meets it: a cluster file in one order,
 # 150 one-shot puts, the keys read back through a file in another order,
-# one server killed (its keys: one line naming it, exit 2; the others'
-# keys: unaffected), restarted (served again, empty), a wrong name.
+# `rkv cluster` (the map and each server's state), one server killed (its
+# keys: one line naming it, exit 2; the others' keys: unaffected),
+# restarted (served again, empty), a wrong name.
 # TAP output.  Usage: cluster_cli.sh BUILD_DIR
 set -u
 # what a new user sees: librkv's messages only inside the error lines
@@ -56,6 +57,14 @@ ok $bad "every key read back through the file in another order"
 list="bravo=${addr[bravo]},charlie=${addr[charlie]},alpha=${addr[alpha]}"
 [ "$(timeout 20 "$BIN/rkv" --servers "$list" get k7)" = v7 ]
 ok $? "--servers NAME=ADDR,... places keys alike"
+# cluster: the map, the same in either file order
+R1 cluster >"$tmp/m1"; rc1=$?; R2 cluster >"$tmp/m2"; rc2=$?
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$(sort "$tmp/m1")" = "$(sort "$tmp/m2")" ] &&
+  head -1 "$tmp/m1" | grep -q "^static cluster map (no etcd), 4096 partitions$" &&
+  [ "$(grep -cE '^  (alpha|bravo|charlie) +tcp://[^ ]+ +up +[0-9]+ partitions \( ?[0-9.]+%\)  [0-9]+ keys$' "$tmp/m1")" = 3 ]
+ok $? "cluster: the map, one line a server, the same in either order"
+tot=$(R1 --json cluster | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(s["partitions"] for s in d["servers"]), sum(s["keys"] for s in d["servers"]), d["epoch"])')
+[ "$tot" = "4096 150 0" ]; ok $? "cluster --json: the partitions add up to 4096 and the keys to 150 ($tot)"
 
 # kill bravo: which keys were its?
 kill -KILL "$(cat "$tmp/bravo.pid")"; wait "$(cat "$tmp/bravo.pid")" 2>/dev/null
@@ -77,6 +86,10 @@ ok $badline "each failure is one line naming bravo"
 R1 stat >"$tmp/stat" 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && [ "$(grep -c "keys " "$tmp/stat")" = 2 ] && grep -q bravo "$tmp/err"
 ok $? "stat: the live servers' counters, one line for bravo, exit 2"
+R1 cluster >"$tmp/m1" 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -qE '^  bravo +tcp://[^ ]+ +down ' "$tmp/m1" && [ "$(grep -c ' up ' "$tmp/m1")" = 2 ] &&
+  [ "$(grep -c '' "$tmp/err")" = 1 ] && grep -q "^rkv: cluster: 1 of 3 servers down$" "$tmp/err"
+ok $? "cluster: bravo down in the table, one line saying so, exit 2"
 
 # back, empty, at the same address
 b=$(start bravo "${addr[bravo]}"); pids+=("$(cat "$tmp/bravo.pid")")

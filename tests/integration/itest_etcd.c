@@ -209,6 +209,23 @@ static void t_serve_from_etcd(void)
 	}
 	rc = admin(&v, "map", out, sizeof(out));
 	EXPECT_TRUE(rc == 0 && strstr(out, "epoch 1\n") != NULL);
+	/* `rkv cluster`: the client's map, from etcd */
+	{
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd), "%s/rkv --cluster %s cluster",
+			 test_bin_dir(), v.url);
+		rc = run_cmd(cmd, out, sizeof(out));
+		EXPECT_EQ(rc, 0);
+		EXPECT_TRUE(strstr(out, "cluster map epoch 1, 4096 "
+				   "partitions\n") == out);
+		up = 0;
+		for (const char *p = out; (p = strstr(p, " up ")); p++)
+			up++;
+		EXPECT_EQ(up, NSRV);
+		if (rc || up != NSRV)
+			printf("#   rkv cluster:\n%s", out);
+	}
 	rkv_client_destroy(a);
 	rkv_client_destroy(b);
 	env_stop(&v);
