@@ -124,6 +124,11 @@ static const struct cfg_row g_rows[] = {
 	  "verbs: device port (0 chooses)" },
 	{ "gid-index", T_I64, FIELD(gid_index), 0, -1, 1023, 0, "-1", "N",
 	  "verbs: GID index (-1 chooses RoCEv2)" },
+	{ "metrics", T_STR, FIELD(metrics), CAP(metrics), 0, 0, 0, NULL,
+	  "HOST:PORT",
+	  "serve the counters in Prometheus' text format at "
+	  "http://HOST:PORT/metrics (port 0 picks a free one; the URL is "
+	  "logged)" },
 	{ "log-level", T_LEVEL, FIELD(log_level), 0, 0, 0, 0, "info", "LEVEL",
 	  "debug, info, warn or error" },
 };

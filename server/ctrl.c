@@ -620,6 +620,42 @@ static void do_chunk_retire(struct rkv_srv_conn *c, const struct rkv_msg *m)
 	}
 }
 
+const char *rkv_srv_chunk_refusal_str(int r)
+{
+	static const char *const names[RKV_SRV_CHUNK_REFUSALS] = {
+		"read_only", "invalid", "quota", "full", "wait_grace", "nomem",
+	};
+
+	return r >= 0 && r < RKV_SRV_CHUNK_REFUSALS ? names[r] : "?";
+}
+
+/* Count a refused CHUNK_ALLOC by its status. */
+static void count_refusal(struct rkv_srv *srv, int status)
+{
+	switch (status) {
+	case 0:
+		return;
+	case -EPERM:
+		srv->chunk_refused[RKV_SRV_CHUNK_READ_ONLY]++;
+		return;
+	case -EDQUOT:
+		srv->chunk_refused[RKV_SRV_CHUNK_QUOTA]++;
+		return;
+	case -ENOSPC:
+		srv->chunk_refused[RKV_SRV_CHUNK_FULL]++;
+		return;
+	case -EBUSY:
+		srv->chunk_refused[RKV_SRV_CHUNK_WAIT_GRACE]++;
+		return;
+	case -ENOMEM:
+		srv->chunk_refused[RKV_SRV_CHUNK_NOMEM]++;
+		return;
+	default:
+		srv->chunk_refused[RKV_SRV_CHUNK_INVALID]++;
+		return;
+	}
+}
+
 static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 {
 	struct rkv_msg_stats_reply *r = &srv->rep.u.stats_reply;
@@ -864,6 +900,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	case RKV_MSG_CHUNK_ALLOC:
 		init_rep(srv, RKV_MSG_CHUNK_GRANT, m->hdr.req_id);
 		do_chunk_alloc(c, m, now_ms);
+		count_refusal(srv, srv->rep.u.chunk_grant.status);
 		break;
 	case RKV_MSG_BLOCK_RETURN:
 		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);

@@ -60,16 +60,22 @@ static int setup_signals(void)
 	return 0;
 }
 
-static int run(struct rkv_srv *srv)
+static int run(struct rkv_srv *srv, struct rkv_srv_metrics *metrics)
 {
 	const struct timespec nap = { 0, IDLE_SLEEP_US * 1000L };
 	unsigned idle = 0;
+	uint64_t last_ms = 0;
 
 	while (!g_stop) {
-		int rc = rkv_srv_poll(srv, rkv_now_ms());
+		uint64_t now = rkv_now_ms();
+		int rc = rkv_srv_poll(srv, now);
 
 		if (rc < 0)
 			return rc;
+		if (metrics && now != last_ms) {
+			last_ms = now; /* at most once a millisecond */
+			rc += rkv_srv_metrics_poll(metrics, srv, now);
+		}
 		if (rc > 0) {
 			idle = 0;
 			continue;
@@ -98,6 +104,7 @@ int main(int argc, char **argv)
 	struct rkv_srv_config cfg;
 	struct rkv_srv *srv;
 	struct rkv_srv_reg *reg = NULL;
+	struct rkv_srv_metrics *metrics = NULL;
 	enum rkv_log_level env_level;
 	char err[256];
 	int rc;
@@ -174,6 +181,18 @@ int main(int argc, char **argv)
 				"of an older map may find this server empty",
 				cfg.cluster, strerror(-rc));
 	}
+	if (cfg.metrics[0]) {
+		err[0] = '\0';
+		rc = rkv_srv_metrics_start(cfg.metrics, &metrics, err,
+					   sizeof(err));
+		if (rc) {
+			fprintf(stderr, "rkv-server: --metrics %s: %s\n",
+				cfg.metrics, err[0] ? err : strerror(-rc));
+			rkv_srv_reg_stop(reg);
+			rkv_srv_destroy(srv);
+			return 1;
+		}
+	}
 	/* the configuration and the start lines only once the server runs:
 	 * a start that fails prints the one line above and nothing else */
 	rkv_srv_config_print(&cfg, stderr);
@@ -182,14 +201,18 @@ int main(int argc, char **argv)
 	rkv_srv_log_start(srv);
 	printf("rkv-server: listening on %s\n", rkv_srv_addr(srv));
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "serving as '%s'", rkv_srv_name(srv));
+	if (metrics)
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP, "metrics at %s",
+			rkv_srv_metrics_url(metrics));
 	fflush(stdout);
 
-	rc = run(srv);
+	rc = run(srv, metrics);
 	if (rc)
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "control loop failed: %s",
 			strerror(-rc));
 	rkv_srv_reg_stop(reg); /* deregistered before it stops serving */
 	rkv_srv_log_summary(srv);
+	rkv_srv_metrics_stop(metrics);
 	rkv_srv_destroy(srv);
 	return rc ? 1 : 0;
 }

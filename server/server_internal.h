@@ -77,6 +77,7 @@ struct rkv_srv_config {
 	char shm_mode_s[8];             /* --shm-mode, octal */
 	char shm_group[64];             /* --shm-group: name or gid; "" none */
 	char shm_allow[256];            /* --shm-allow-uid: uids or names */
+	char metrics[RKV_SRV_ADDR_MAX]; /* --metrics HOST:PORT; "" none */
 	/* derived by rkv_srv_config_parse */
 	uint64_t nbuckets;              /* effective bucket count */
 	unsigned shm_mode;              /* socket file mode */
@@ -299,6 +300,18 @@ struct rkv_srv_conn {
 
 struct rkv_srv_tplog;
 
+/* Why a CHUNK_ALLOC was refused (the counters of --metrics). */
+enum rkv_srv_chunk_refusal {
+	RKV_SRV_CHUNK_READ_ONLY = 0, /* a read-only client (EPERM) */
+	RKV_SRV_CHUNK_INVALID,       /* bad sizes (EINVAL) */
+	RKV_SRV_CHUNK_QUOTA,         /* --max-chunks (EDQUOT) */
+	RKV_SRV_CHUNK_FULL,          /* no room (ENOSPC) */
+	RKV_SRV_CHUNK_WAIT_GRACE,    /* room once grace ends (EBUSY) */
+	RKV_SRV_CHUNK_NOMEM,         /* the server is out of memory */
+	RKV_SRV_CHUNK_REFUSALS
+};
+const char *rkv_srv_chunk_refusal_str(int r);
+
 struct rkv_srv {
 	struct rkv_srv_config cfg;
 	struct rkv_tp *tp;
@@ -337,6 +350,7 @@ struct rkv_srv {
 	uint64_t bad_extents;
 	uint64_t auth_failures;   /* wrong, missing or abandoned responses */
 	uint64_t denied;          /* writes asked of read-only connections */
+	uint64_t chunk_refused[RKV_SRV_CHUNK_REFUSALS]; /* CHUNK_ALLOC, by why */
 	uint64_t polls, idle_polls, completions;
 	/* warn rate limit */
 	uint64_t warn_window_ms;
@@ -460,6 +474,17 @@ const char *rkv_srv_describe(const struct rkv_srv *srv);
  * connections.  Returns the work done (0 = idle) or -errno when fatal.
  */
 int rkv_srv_poll(struct rkv_srv *srv, uint64_t now_ms);
+/* metrics.c: --metrics HOST:PORT, the counters in Prometheus' text
+ * format at GET /metrics.  Start: listen (0, or -errno with why); poll:
+ * from the control loop, serve what came (returns the work done); url:
+ * "http://IP:PORT/metrics" as bound; stop accepts NULL. */
+struct rkv_srv_metrics;
+int rkv_srv_metrics_start(const char *hostport, struct rkv_srv_metrics **out,
+			  char *why, size_t why_len);
+int rkv_srv_metrics_poll(struct rkv_srv_metrics *m, struct rkv_srv *srv,
+			 uint64_t now_ms);
+const char *rkv_srv_metrics_url(const struct rkv_srv_metrics *m);
+void rkv_srv_metrics_stop(struct rkv_srv_metrics *m);
 /* Log the final counters (at shutdown). */
 void rkv_srv_log_summary(const struct rkv_srv *srv);
 
