@@ -173,7 +173,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rkv [--servers [NAME=]ADDR[,...] | --cluster FILE]\n"
 		"           [--timeout MS] [--read-only] [--secret-file FILE]\n"
-		"           [--raw | --no-raw | --json] COMMAND\n"
+		"           [--raw | --no-raw | --json] [--client-stats] COMMAND\n"
 		"       rkv [OPTIONS] --pipe     commands from stdin, one a line\n"
 		"       rkv [OPTIONS]            at a terminal: a prompt\n"
 		"       rkv --help | --version\n"
@@ -253,6 +253,8 @@ static void usage(FILE *f)
 		"default secret file: $RKV_SECRET_FILE (mode 0600 or "
 		"stricter)\n"
 		"keys: 1 to %u bytes; values: at most %u bytes\n"
+		"--client-stats: at the end, the client's own counters on\n"
+		"  stderr (ops and RTTs by kind, mget batches, doorbells)\n"
 		"exit status: 0 done, 1 key not found, 2 any other error\n",
 		(unsigned)BATCH_MAX,
 		rkv_line_available() ? "prompt: line editing and history "
@@ -2266,6 +2268,29 @@ static int run_lines(struct ctx *x, int interactive)
 }
 
 /* --raw, --no-raw, --json: one of them.  Returns 0, or 2 after a line. */
+/* --client-stats: the client's own counters, one line on stderr. */
+static void print_client_stats(const struct rkv_client *c)
+{
+	struct rkv_client_stats st;
+
+	rkv_client_stats(c, &st);
+	fprintf(stderr, "rkv: client: get %llu (%llu RTTs), put %llu (%llu "
+		"RTTs), del %llu (%llu RTTs), rmw %llu (%llu RTTs), retries "
+		"%llu, mget batches %llu (%llu RTTs), doorbells %llu, cache "
+		"hits %llu misses %llu\n",
+		(unsigned long long)st.get.ops, (unsigned long long)st.get.rtts,
+		(unsigned long long)st.put.ops, (unsigned long long)st.put.rtts,
+		(unsigned long long)st.del.ops, (unsigned long long)st.del.rtts,
+		(unsigned long long)st.rmw.ops, (unsigned long long)st.rmw.rtts,
+		(unsigned long long)(st.get.retries + st.put.retries +
+				     st.del.retries + st.rmw.retries),
+		(unsigned long long)st.mget_batches,
+		(unsigned long long)st.mget_rtts,
+		(unsigned long long)st.doorbells,
+		(unsigned long long)st.cache_hits,
+		(unsigned long long)st.cache_misses);
+}
+
 static int set_mode(enum out_mode m, const char *opt)
 {
 	if (g_mode != OUT_AUTO && g_mode != m) {
@@ -2290,6 +2315,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'J' },
 		{ "pipe", no_argument, NULL, 'L' },
 		{ "count", required_argument, NULL, 'C' },
+		{ "client-stats", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -2300,7 +2326,7 @@ int main(int argc, char **argv)
 	const char *servers = getenv("RKV_SERVERS"), *cluster = NULL;
 	const char *secret = getenv("RKV_SECRET_FILE");
 	const char *servers_from = "$RKV_SERVERS";
-	int ch, rc, status, pipe = 0, line, tty;
+	int ch, rc, status, pipe = 0, line, tty, client_stats = 0;
 
 	if (argc > 1 && !strcmp(argv[1], "admin"))
 		return rkv_admin_main(argc - 1, argv + 1);
@@ -2349,6 +2375,9 @@ int main(int argc, char **argv)
 			break;
 		case 'C':
 			g_count = optarg;
+			break;
+		case 'X':
+			client_stats = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -2447,6 +2476,8 @@ int main(int argc, char **argv)
 			 x.cmd ? x.cmd : "--pipe", strerror(errno));
 		status = 2;
 	}
+	if (client_stats)
+		print_client_stats(x.c);
 	rkv_client_destroy(x.c);
 	free_args(&x);
 	return status;
