@@ -47,6 +47,7 @@ DEPS_tools    := client proto common
 DEPS_bench    := client client/ps proto common
 DEPS_examples := client client/ps proto common
 DEPS_tests    := client client/ps server proto common
+DEPS_python   := client/rkv.h common/version.h
 # include directories a directory stands for (default: itself)
 IDIRS_common  := common common/transport
 IDIRS_tests   := . tests/lib
@@ -133,6 +134,11 @@ endif
 ifeq ($(MALLOC),jemalloc)
 LDLIBS_SYS += -ljemalloc
 endif
+# What librkv itself needs: no allocator.  A library must not replace its
+# host process's malloc, and libjemalloc cannot be dlopened (its static
+# TLS: "cannot allocate memory in static TLS block"), so librkv.so, the
+# Python module and librkv.pc leave the choice to the program.
+LDLIBS_LIB := $(filter-out -ljemalloc,$(LDLIBS_SYS))
 
 BIN := $(O)/bin
 LIB := $(O)/lib
@@ -223,12 +229,23 @@ CLIENT_SO := $(if $(CLIENT_SRCS),$(LIB)/librkv.so)
 CLIENT_SO_LINK := $(if $(CLIENT_SRCS),$(LIB)/librkv.so.$(RKV_SOVERSION))
 CLIENT_DIST_LIB := $(if $(CLIENT_SRCS),$(LIB)/dist/librkv.a)
 CLI_BIN := $(if $(and $(CLI_SRCS),$(CLIENT_SRCS)),$(BIN)/rkv)
+# The Python module rkv (python/rkvmodule.c) for the system's python3 with
+# Debian's python3-dev: $(O)/python/rkv.cpython-*.so, linked with the
+# self-contained librkv.a, importable with PYTHONPATH=$(O)/python.  Not in
+# sanitizer builds (python3 would need the sanitizer's runtime preloaded).
+PYTHON ?= /usr/bin/python3
+ifeq ($(SANITIZE),)
+PY_INC := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])" 2>/dev/null)
+PY_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
+endif
+PY_EXT := $(if $(and $(PY_INC),$(wildcard $(PY_INC)/Python.h),$(wildcard python/rkvmodule.c)),$(O)/python/rkv$(PY_SUFFIX))
 
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
 	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(BENCH_PS_BIN) \
 	$(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
-	$(CLIENT_SO_LINK) $(CLIENT_DIST_LIB) $(CLI_BIN) $(GPU_TEST_BINS)
+	$(CLIENT_SO_LINK) $(CLIENT_DIST_LIB) $(CLI_BIN) $(GPU_TEST_BINS) \
+	$(PY_EXT)
 
 .PHONY: all deps test check-deps check-rdma check-gpu bench run fuzz torture \
 	clean install uninstall
@@ -305,7 +322,7 @@ $(CLIENT_SO): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs \
 		-Wl,--version-script=client/librkv.map \
 		-Wl,-soname,librkv.so.$(RKV_SOVERSION) \
-		-o $@ $(filter %.o,$^) $(LDLIBS_SYS)
+		-o $@ $(filter %.o,$^) $(LDLIBS_LIB)
 
 $(CLIENT_SO_LINK): | $(CLIENT_SO)
 	$(Q)ln -sf $(notdir $(CLIENT_SO)) $@
@@ -323,6 +340,15 @@ $(CLIENT_DIST_LIB): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
 	$(Q)objcopy --keep-global-symbols=$(OBJ)/librkv-dist.syms $(OBJ)/librkv-dist.r.o
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $(OBJ)/librkv-dist.r.o
+
+# Python's headers are not ours: -isystem keeps their warnings out of
+# -Werror.  The module uses Python's allocator (LDLIBS_LIB), and Python's
+# own symbols come from the interpreter that loads it.
+$(OBJ)/python/rkvmodule.o: override CFLAGS += -isystem $(PY_INC)
+$(PY_EXT): $(OBJ)/python/rkvmodule.o $(CLIENT_DIST_LIB)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS_LIB)
 
 $(BIN)/rkv-server: $(call obj,$(SERVER_MAIN)) $(SERVER_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
@@ -441,7 +467,7 @@ run: deps
 # the tools and of librkv needs, from an up-to-date build compiling
 # nothing (install depends on all).  Examples are not installed.  librkv.pc:
 # pkg-config --cflags --libs librkv (librkv.so), --static for librkv.a with
-# the system libraries it needs (Libs.private: this build's LDLIBS_SYS).
+# the system libraries it needs (Libs.private: this build's LDLIBS_LIB).
 PREFIX ?= /usr/local
 bindir ?= $(PREFIX)/bin
 libdir ?= $(PREFIX)/lib
@@ -472,7 +498,7 @@ install: all
 		-e 's|@LIBDIR@|$(call pc_dir,$(libdir))|' \
 		-e 's|@INCLUDEDIR@|$(call pc_dir,$(includedir))|' \
 		-e 's|@VERSION@|$(RKV_VERSION)|' \
-		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS_SYS))|' \
+		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS_LIB))|' \
 		client/librkv.pc.in >$(DESTDIR)$(pkgconfigdir)/librkv.pc
 	chmod 644 $(DESTDIR)$(pkgconfigdir)/librkv.pc
 	install -d $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(systemdunitdir)

@@ -42,6 +42,10 @@ for s in tests/integration/*.sh; do
   [ -f "$s" ] || continue
   tap_run "$(basename "$s" .sh)" 300 bash "$s" "$O"
 done
+# the Python module (pytest; skips in sanitizer builds, which have none)
+if [ -f tests/python/run.sh ]; then
+  tap_run python 600 bash tests/python/run.sh "$O"
+fi
 if [ -f bench/ycsb/selftest.sh ] && [ -x "$O/bin/rkv-ycsb" ]; then
   tap_run ycsb-selftest 300 bash bench/ycsb/selftest.sh "$O"
 fi

@@ -9,7 +9,8 @@ ibverbs-providers ibverbs-utils rdmacm-utils perftest libxxhash-dev \
 libjemalloc-dev libssl-dev libfabric-dev libfabric-bin valgrind iproute2 \
 redis-server memcached libhiredis-dev libmemcached-dev gnuplot-nox libclang-rt-14-dev \
 qemu-system-x86 busybox-static kmod cpio etcd-server etcd-client \
-libcurl4-openssl-dev libcjson-dev libedit-dev ${RKV_EXTRA_PKGS:-}"
+libcurl4-openssl-dev libcjson-dev libedit-dev python3-dev python3-pytest \
+python3-numpy ${RKV_EXTRA_PKGS:-}"
 
 missing=""
 for p in $PKGS; do
