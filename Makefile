@@ -47,7 +47,7 @@ DEPS_tools    := client proto common
 DEPS_bench    := client client/ps proto common
 DEPS_examples := client client/ps proto common
 DEPS_tests    := client client/ps server proto common
-DEPS_python   := client/rkv.h common/version.h
+DEPS_python   := client/rkv.h client/ps/rkv_ps.h common/version.h
 # include directories a directory stands for (default: itself)
 IDIRS_common  := common common/transport
 IDIRS_tests   := . tests/lib
@@ -344,8 +344,9 @@ $(CLIENT_DIST_LIB): $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS)) $(COMMON_OBJS) \
 # Python's headers are not ours: -isystem keeps their warnings out of
 # -Werror.  The module uses Python's allocator (LDLIBS_LIB), and Python's
 # own symbols come from the interpreter that loads it.
-$(OBJ)/python/rkvmodule.o: override CFLAGS += -isystem $(PY_INC)
-$(PY_EXT): $(OBJ)/python/rkvmodule.o $(CLIENT_DIST_LIB)
+PY_SRCS := $(wildcard python/*.c)
+$(call obj,$(PY_SRCS)): override CFLAGS += -isystem $(PY_INC)
+$(PY_EXT): $(call obj,$(PY_SRCS)) $(CLIENT_DIST_LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS_LIB)

@@ -30,22 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rkv.h"
+#include "rkvpy.h"
 #include "version.h"
 
 #define MGET_ROOM 4096 /* bytes per key of an mget; larger: fetched again */
-
-typedef struct {
-	PyObject_HEAD
-	struct rkv_client *c;
-	PyThread_type_lock lock;  /* one call at a time */
-	char *scratch;            /* max_value bytes: get's landing place */
-	size_t max_value;
-	int read_only;            /* asked for */
-	pthread_mutex_t log_mu;   /* the log callback may run on librkv's
-				   * transport thread */
-	char last_log[256];       /* the last warn-or-above message */
-} ClientObject;
 
 static PyObject *g_delete; /* rkv.DELETE: an rmw function's "delete it" */
 
@@ -73,7 +61,7 @@ static void log_reset(ClientObject *self)
 
 /* Raise for rc (< 0) of what: KeyError(key) for -ENOENT, else OSError
  * with errno -rc and "what: strerror (detail)". */
-static PyObject *raise_rc(ClientObject *self, const char *what, int rc,
+PyObject *raise_rc(ClientObject *self, const char *what, int rc,
 			  PyObject *key, const char *detail)
 {
 	char msg[512], logged[256] = "";
@@ -127,14 +115,7 @@ static PyObject *raise_rc(ClientObject *self, const char *what, int rc,
 }
 
 /* A key or value argument: its bytes where they lie. */
-struct arg {
-	Py_buffer view;
-	int has_view;
-	const char *p;
-	size_t len;
-};
-
-static int arg_get(PyObject *o, struct arg *a, const char *what)
+int arg_get(PyObject *o, struct arg *a, const char *what)
 {
 	memset(a, 0, sizeof(*a));
 	if (PyUnicode_Check(o)) {
@@ -160,7 +141,7 @@ static int arg_get(PyObject *o, struct arg *a, const char *what)
 	return 0;
 }
 
-static void arg_release(struct arg *a)
+void arg_release(struct arg *a)
 {
 	if (a->has_view)
 		PyBuffer_Release(&a->view);
@@ -197,7 +178,7 @@ static int check_val(const ClientObject *self, const struct arg *v,
 
 /* Take the client for one call (waiting without the GIL).  -1 with an
  * exception when it is closed. */
-static int take(ClientObject *self)
+int take(ClientObject *self)
 {
 	if (!self->c) {
 		PyErr_SetString(PyExc_ValueError, "the client is closed");
@@ -217,7 +198,7 @@ static int take(ClientObject *self)
 	return 0;
 }
 
-static void give(ClientObject *self)
+void give(ClientObject *self)
 {
 	PyThread_release_lock(self->lock);
 }
@@ -240,6 +221,13 @@ static int key_take(ClientObject *self, PyObject *key, const char *what,
 
 static void Client_dealloc(ClientObject *self)
 {
+	/* every PS child holds a reference: none is left; the engine is */
+	if (self->c && self->ps) {
+		Py_BEGIN_ALLOW_THREADS
+		rkv_ps_destroy(self->ps);
+		Py_END_ALLOW_THREADS
+		self->ps = NULL;
+	}
 	if (self->c) {
 		Py_BEGIN_ALLOW_THREADS
 		rkv_client_destroy(self->c);
@@ -392,6 +380,7 @@ static PyObject *Client_close(ClientObject *self, PyObject *unused)
 		PyThread_acquire_lock(self->lock, WAIT_LOCK);
 		Py_END_ALLOW_THREADS
 	}
+	ps_close_all(self); /* the PS objects first, the client still up */
 	c = self->c;
 	self->c = NULL;
 	PyThread_release_lock(self->lock);
@@ -968,6 +957,17 @@ static PyMethodDef Client_methods[] = {
 	{ "keys", (PyCFunction)Client_keys, METH_NOARGS,
 	  "keys() -> list of bytes: every key, by a one-sided scan "
 	  "(rkv_scan's guarantees)" },
+	{ "tensor", (PyCFunction)(void (*)(void))Client_tensor,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "tensor(name, shape=None, dtype='float32', create=False, init=None, "
+	  "shard=0) -> Tensor: open (or create, zeros or init) a dense "
+	  "tensor of the parameter server" },
+	{ "delete_tensor", (PyCFunction)Client_delete_tensor, METH_O,
+	  "delete_tensor(name)" },
+	{ "barrier", (PyCFunction)Client_barrier, METH_VARARGS,
+	  "barrier(name, nworkers) -> Barrier" },
+	{ "counter", (PyCFunction)Client_counter, METH_O,
+	  "counter(name) -> Counter: a named 8-byte server counter" },
 	{ "stats", (PyCFunction)Client_stats, METH_NOARGS,
 	  "stats() -> dict: the client's counters (ops and RTTs by kind...)" },
 	{ "close", (PyCFunction)Client_close, METH_NOARGS,
@@ -1031,6 +1031,10 @@ PyMODINIT_FUNC PyInit_rkv(void)
 		return NULL;
 	}
 	Py_INCREF(g_delete); /* the module holds one reference, we one */
+	if (ps_types_ready(m)) {
+		Py_DECREF(m);
+		return NULL;
+	}
 	Py_INCREF(&ClientType);
 	if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType)) {
 		Py_DECREF(&ClientType);

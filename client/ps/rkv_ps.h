@@ -6,8 +6,8 @@
  *
  * Tensors.  A tensor of len float32 elements is split into shards of
  * shard_elems elements (the last one shorter); shard i is the KV value of
- * key "ps/<name>/<i>" (routed by the normal jump hash, so shards spread
- * over the servers), and key "ps/<name>" holds the metadata (dtype, len,
+ * key "ps/<name>/<i>" (placed like every key, by its partition, so shards
+ * spread over the servers), and key "ps/<name>" holds the metadata (dtype, len,
  * shard size, state, and a random incarnation number).  A shard's value is
  * a 16-byte header (magic, incarnation, version) and the elements.
  *
