@@ -451,6 +451,7 @@ bench: deps
 	@bash bench/run-ps.sh $(O)
 	@bash bench/run-ycsb.sh $(O)
 	@bash bench/run-migrate.sh $(O)
+	@bash bench/run-python.sh $(O)
 
 fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)

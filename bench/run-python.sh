@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# run-python.sh - part of `make bench`: the Python module's per-call cost
+# beside the C API's in the same run: synchronous gets and puts of 100 B
+# and 1 KiB values with one call in flight (rkv-bench-kv --inflight 1 for
+# C, the same loop in Python), and dense tensor pull/push of 1 and 16 MiB
+# from Python, on tcp and shm.
+#
+#   bench/run-python.sh BUILD_DIR
+#
+# Starts one rkv-server per provider by PID, stopped on exit.  Writes
+# bench/results/python-<DATE>.md.  Skips with its reason when the module
+# is not built.
+set -u
+O=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+BIN=$O/bin
+PY=${PYTHON:-/usr/bin/python3}
+mod=$(ls "$O"/python/rkv*.so 2>/dev/null | head -1)
+[ -n "$mod" ] || { echo "run-python: no Python module in $O: skipped"; exit 0; }
+RES=bench/results
+DATE=$(date -u +%Y%m%d-%H%M%S)
+MD=$RES/python-$DATE.md
+OPS=${BENCH_PY_OPS:-100000}
+mkdir -p "$RES" || exit 2
+tmp=$(mktemp -d) || exit 2
+export RKV_SHM_DIR=$tmp/shm
+srv=""
+cleanup() {
+  [ -n "$srv" ] && kill -TERM "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+cat >"$tmp/bench.py" <<'PY'
+import sys, time
+import numpy as np
+import rkv
+addr, kind, size, ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+c = rkv.Client(addr)
+if kind in ("get", "put"):
+    keys = [b"py%06d" % i for i in range(10000)]
+    val = b"v" * size
+    for k in keys:
+        c.put(k, val)
+    t0 = time.perf_counter()
+    if kind == "get":
+        for i in range(ops):
+            c.get(keys[i % 10000])
+    else:
+        for i in range(ops):
+            c.put(keys[i % 10000], val)
+    dt = time.perf_counter() - t0
+    print("%.3f" % (dt / ops * 1e6))        # us per call
+else:
+    n = size // 4
+    t = c.tensor("bench-%d-%s" % (size, kind), shape=n, create=True)
+    g = np.ones(n, np.float32)
+    out = np.empty(n, np.float32)
+    reps = max(3, ops // 20000)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        if kind == "pull":
+            t.pull(into=out)
+        else:
+            t.push(g)
+    dt = time.perf_counter() - t0
+    print("%.1f" % (size * reps / dt / 2**20))   # MiB/s
+PY
+
+echo "# rkv from Python: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >"$MD"
+{
+  echo
+  echo "One call in flight: Python's per-call time beside the C API's (rkv-bench-kv --inflight 1, p50 and mean), $OPS calls each."
+  echo
+  echo "| provider | op | value | C mean us | Python us | Python / C |"
+  echo "|---|---|---:|---:|---:|---:|"
+} >>"$MD"
+for prov in tcp shm; do
+  case $prov in
+    tcp) listen=tcp://127.0.0.1:0 ;;
+    shm) listen=shm:///rkv-bench-py-$$ ;;
+  esac
+  "$BIN/rkv-server" --listen "$listen" --memory 1G --grace 200 --lease 50 \
+    --chunk 16M --log-level warn >"$tmp/srv.out" 2>"$tmp/srv.err" &
+  srv=$!
+  addr=""
+  for _ in $(seq 1 100); do
+    addr=$(sed -n 's/^rkv-server: listening on //p' "$tmp/srv.out")
+    [ -n "$addr" ] && break
+    sleep 0.1
+  done
+  [ -n "$addr" ] || { echo "run-python: $prov server did not start"; exit 1; }
+  for op in get put; do
+    for size in 100 1024; do
+      mix=100:0:0:0; [ $op = put ] && mix=0:100:0:0
+      "$BIN/rkv-bench-kv" --servers "$addr" --keys 10000 --ops "$OPS" \
+        --mix "$mix" --value-size "$size" --inflight 1 --json "$tmp/c.json" >/dev/null 2>&1
+      c_us=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (1e6 / d["ops_per_s"]))' "$tmp/c.json" 2>/dev/null)
+      py_us=$(PYTHONPATH="$O/python" "$PY" "$tmp/bench.py" "$addr" "$op" "$size" "$OPS" 2>/dev/null)
+      ratio=$(awk -v p="$py_us" -v c="$c_us" 'BEGIN { if (c > 0) printf "%.2f", p / c }')
+      echo "| $prov | $op | $size B | $c_us | $py_us | ${ratio}x |" >>"$MD"
+    done
+  done
+  for op in pull push; do
+    for size in 1048576 16777216; do
+      mbs=$(PYTHONPATH="$O/python" "$PY" "$tmp/bench.py" "$addr" "$op" "$size" "$OPS" 2>/dev/null)
+      echo "| $prov | tensor $op | $((size / 1048576)) MiB | | $mbs MiB/s | |" >>"$MD"
+    done
+  done
+  kill -TERM "$srv"; wait "$srv" 2>/dev/null; srv=""
+done
+cat "$MD"
