@@ -65,15 +65,15 @@ else:
         else:
             t.push(g)
     dt = time.perf_counter() - t0
-    print("%.1f" % (size * reps / dt / 2**20))   # MiB/s
+    print("%.1f" % (size * reps / dt / 1e6))     # MB/s, as rkv-bench-ps
 PY
 
 echo "# rkv from Python: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >"$MD"
 {
   echo
-  echo "One call in flight: Python's per-call time beside the C API's (rkv-bench-kv --inflight 1, p50 and mean), $OPS calls each."
+  echo "One call in flight: Python's per-call time beside the C API's (rkv-bench-kv --inflight 1, mean), $OPS calls each; dense tensors: pull and push (rule sum) MB/s beside rkv-bench-ps's (for time, lower is better; for MB/s, higher)."
   echo
-  echo "| provider | op | value | C mean us | Python us | Python / C |"
+  echo "| provider | op | value | C (mean us, or MB/s) | Python | Python / C |"
   echo "|---|---|---:|---:|---:|---:|"
 } >>"$MD"
 for prov in tcp shm; do
@@ -102,10 +102,19 @@ for prov in tcp shm; do
       echo "| $prov | $op | $size B | $c_us | $py_us | ${ratio}x |" >>"$MD"
     done
   done
+  # dense tensors: the C API's pull and push (rkv-bench-ps, rule sum)
+  # beside Python's, MB/s (10^6 bytes)
+  timeout 600 "$BIN/rkv-bench-ps" --servers "$addr" --sizes 1M,16M \
+    --seconds 1 --rule sum --json "$tmp/ps.json" >/dev/null 2>&1
   for op in pull push; do
     for size in 1048576 16777216; do
+      c_mbs=$("$PY" -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+print(next(("%.1f" % r[sys.argv[2] + "_mbs"]) for r in d["rows"] if r["bytes"] == int(sys.argv[3])))' \
+        "$tmp/ps.json" "$op" "$size" 2>/dev/null)
       mbs=$(PYTHONPATH="$O/python" "$PY" "$tmp/bench.py" "$addr" "$op" "$size" "$OPS" 2>/dev/null)
-      echo "| $prov | tensor $op | $((size / 1048576)) MiB | | $mbs MiB/s | |" >>"$MD"
+      ratio=$(awk -v p="$mbs" -v c="$c_mbs" 'BEGIN { if (c > 0) printf "%.2f", p / c }')
+      echo "| $prov | tensor $op | $((size / 1048576)) MiB | $c_mbs MB/s | $mbs MB/s | ${ratio}x |" >>"$MD"
     done
   done
   kill -TERM "$srv"; wait "$srv" 2>/dev/null; srv=""
