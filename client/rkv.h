@@ -83,7 +83,7 @@ struct rkv_client_opts {
 	const char *name;          /* shown in server logs; default "rkv" */
 	unsigned timeout_ms;       /* per operation; default 5000 */
 	unsigned connect_timeout_ms; /* default 5000 */
-	unsigned max_inflight;     /* pipelined ops at once; default 64 */
+	unsigned max_inflight;     /* pipelined ops at once; default 32 */
 	unsigned cache_entries;    /* location cache size; default 65536 */
 	unsigned max_value;        /* largest value this client handles;
 				    * sizes its registered buffers; default

@@ -21,11 +21,10 @@
 #include <errno.h>
 #include <string.h>
 
-enum { KIND_REQ = 0, KIND_TENSOR = 1, KIND_BARRIER = 2 };
 
 /* ------------------------------------------------------- the children */
 
-static void child_add(ClientObject *cl, struct pschild *ch, int kind,
+void child_add(ClientObject *cl, struct pschild *ch, int kind,
 		      void (*fini)(struct pschild *))
 {
 	ch->kind = kind;
@@ -37,7 +36,7 @@ static void child_add(ClientObject *cl, struct pschild *ch, int kind,
 	cl->children = ch;
 }
 
-static void child_del(ClientObject *cl, struct pschild *ch)
+void child_del(ClientObject *cl, struct pschild *ch)
 {
 	if (ch->prev)
 		ch->prev->next = ch->next;
@@ -70,7 +69,7 @@ void ps_close_all(ClientObject *self)
 }
 
 /* The client for a call of a child, or -1 with ValueError (closed). */
-static int child_take(ClientObject *cl, const void *handle, const char *what)
+int child_take(ClientObject *cl, const void *handle, const char *what)
 {
 	if (take(cl))
 		return -1;
@@ -83,7 +82,7 @@ static int child_take(ClientObject *cl, const void *handle, const char *what)
 }
 
 /* The child's dealloc: finish it (the client taken, without raising). */
-static void child_dealloc_fini(ClientObject *cl, struct pschild *ch,
+void child_dealloc_fini(ClientObject *cl, struct pschild *ch,
 			       int open)
 {
 	if (!open || !cl->c)
@@ -98,7 +97,7 @@ static void child_dealloc_fini(ClientObject *cl, struct pschild *ch,
 	PyThread_release_lock(cl->lock);
 }
 
-static int ensure_ps(ClientObject *self)
+int ensure_ps(ClientObject *self)
 {
 	int rc;
 
@@ -114,7 +113,7 @@ static int ensure_ps(ClientObject *self)
 
 /* A float32 C-contiguous buffer: its elements in *n.  -1 with TypeError
  * for anything else. */
-static int floats_get(PyObject *o, Py_buffer *v, int writable,
+int floats_get(PyObject *o, Py_buffer *v, int writable,
 		      const char *what, size_t *n)
 {
 	PyObject *np = NULL;
@@ -122,9 +121,10 @@ static int floats_get(PyObject *o, Py_buffer *v, int writable,
 
 	rc = PyObject_GetBuffer(o, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS |
 					      (writable ? PyBUF_WRITABLE : 0));
+	if (rc)
+		PyErr_Clear(); /* HasAttr must not run with an error set */
 	if (rc && PyObject_HasAttrString(o, "numpy")) {
 		/* a torch CPU tensor: .numpy() shares its memory */
-		PyErr_Clear();
 		np = PyObject_CallMethod(o, "numpy", NULL);
 		if (!np)
 			return -1;
@@ -181,7 +181,7 @@ typedef struct {
 	PyObject *name;
 	PyObject *shape;           /* a tuple */
 	uint64_t len;
-	uint64_t vmin, vmax;       /* of the last pull */
+	uint64_t vers[2];          /* min, max shard version of the last pull */
 	unsigned outstanding;      /* requests not waited for */
 } TensorObject;
 
@@ -343,7 +343,7 @@ PyObject *Client_tensor(ClientObject *self, PyObject *args, PyObject *kw)
 	obj->name = PyUnicode_FromString(name);
 	obj->shape = shape;
 	obj->len = info.len;
-	obj->vmin = obj->vmax = 0;
+	obj->vers[0] = obj->vers[1] = 0;
 	obj->outstanding = 0;
 	child_add(self, &obj->ch, KIND_TENSOR, tensor_fini);
 	give(self);
@@ -445,8 +445,8 @@ static PyObject *Tensor_pull(TensorObject *self, PyObject *args,
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = rkv_ps_pull(self->t, v.buf, (uint64_t)v.len / 4, &self->vmin,
-			 &self->vmax);
+	rc = rkv_ps_pull(self->t, v.buf, (uint64_t)v.len / 4, &self->vers[0],
+			 &self->vers[1]);
 	Py_END_ALLOW_THREADS
 	give(self->cl);
 	PyBuffer_Release(&v);
@@ -503,29 +503,36 @@ static PyObject *Tensor_push(TensorObject *self, PyObject *args, PyObject *kw)
 	Py_RETURN_NONE;
 }
 
+PyObject *child_close(ClientObject *cl, struct pschild *ch, int open,
+		      unsigned outstanding, const char *what)
+{
+	if (!open)
+		Py_RETURN_NONE;
+	if (outstanding) {
+		PyErr_Format(PyExc_RuntimeError, "%s: %u requests not waited "
+			     "for", what, outstanding);
+		return NULL;
+	}
+	if (take(cl))
+		return NULL;
+	child_del(cl, ch);
+	ch->fini(ch);
+	give(cl);
+	Py_RETURN_NONE;
+}
+
 static PyObject *Tensor_close(TensorObject *self, PyObject *unused)
 {
 	(void)unused;
-	if (!self->t)
-		Py_RETURN_NONE;
-	if (self->outstanding) {
-		PyErr_Format(PyExc_RuntimeError, "tensor: %u requests not "
-			     "waited for", self->outstanding);
-		return NULL;
-	}
-	if (take(self->cl))
-		return NULL;
-	child_del(self->cl, &self->ch);
-	tensor_fini(&self->ch);
-	give(self->cl);
-	Py_RETURN_NONE;
+	return child_close(self->cl, &self->ch, self->t != NULL,
+			   self->outstanding, "tensor");
 }
 
 static PyObject *Tensor_versions(TensorObject *self, void *closure)
 {
 	(void)closure;
-	return Py_BuildValue("(KK)", (unsigned long long)self->vmin,
-			     (unsigned long long)self->vmax);
+	return Py_BuildValue("(KK)", (unsigned long long)self->vers[0],
+			     (unsigned long long)self->vers[1]);
 }
 
 static PyObject *Tensor_size(TensorObject *self, void *closure)
@@ -539,10 +546,15 @@ static PyObject *Tensor_size(TensorObject *self, void *closure)
 typedef struct {
 	PyObject_HEAD
 	struct pschild ch;
-	TensorObject *tensor;
+	ClientObject *cl;
+	PyObject *owner;           /* the Tensor or Embedding */
+	unsigned *outstanding;     /* the owner's count of requests */
+	uint64_t *vdst;            /* NULL, or where a pull's versions go */
 	struct rkv_ps_req *r;      /* NULL: waited for */
 	Py_buffer view;            /* held until the wait */
+	int has_view;
 	PyObject *result;          /* pull: its destination */
+	const char *what;          /* "pull", "push" */
 	int status;
 	uint64_t vmin, vmax;
 } RequestObject;
@@ -558,11 +570,13 @@ static void req_finish(RequestObject *self)
 	self->status = rkv_ps_wait(self->r, &self->vmin, &self->vmax);
 	Py_END_ALLOW_THREADS
 	self->r = NULL;
-	PyBuffer_Release(&self->view);
-	self->tensor->outstanding--;
-	if (self->result) { /* a pull's versions, as a sync pull's */
-		self->tensor->vmin = self->vmin;
-		self->tensor->vmax = self->vmax;
+	if (self->has_view)
+		PyBuffer_Release(&self->view);
+	self->has_view = 0;
+	(*self->outstanding)--;
+	if (self->vdst) { /* a pull's versions, as a sync pull's */
+		self->vdst[0] = self->vmin;
+		self->vdst[1] = self->vmax;
 	}
 }
 
@@ -573,17 +587,53 @@ static void req_fini(struct pschild *ch)
 
 static void Request_dealloc(RequestObject *self)
 {
-	child_dealloc_fini(self->tensor->cl, &self->ch, self->r != NULL);
+	child_dealloc_fini(self->cl, &self->ch, self->r != NULL);
 	Py_XDECREF(self->result);
-	Py_XDECREF(self->tensor);
+	Py_XDECREF(self->owner);
+	Py_XDECREF(self->cl);
 	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyObject *ps_request_new(ClientObject *cl, PyObject *owner,
+			 unsigned *outstanding, uint64_t *vdst,
+			 struct rkv_ps_req *r, Py_buffer *v, PyObject *result,
+			 const char *what)
+{
+	RequestObject *obj = PyObject_New(RequestObject, &RequestType);
+
+	if (!obj) {
+		Py_BEGIN_ALLOW_THREADS
+		rkv_ps_wait(r, NULL, NULL);
+		Py_END_ALLOW_THREADS
+		if (v)
+			PyBuffer_Release(v);
+		Py_XDECREF(result);
+		return NULL;
+	}
+	obj->cl = cl;
+	Py_INCREF(cl);
+	obj->owner = owner;
+	Py_INCREF(owner);
+	obj->outstanding = outstanding;
+	obj->vdst = vdst;
+	obj->r = r;
+	obj->has_view = v != NULL;
+	if (v)
+		obj->view = *v;
+	obj->result = result;
+	obj->what = what;
+	obj->status = 0;
+	obj->vmin = obj->vmax = 0;
+	(*outstanding)++;
+	child_add(cl, &obj->ch, KIND_REQ, req_fini);
+	return (PyObject *)obj;
 }
 
 static PyObject *request_new(TensorObject *t, Py_buffer *v, PyObject *result,
 			     int pull, enum rkv_ps_rule rule, float lr)
 {
-	RequestObject *obj;
 	struct rkv_ps_req *r = NULL;
+	PyObject *obj;
 	int rc;
 
 	if (child_take(t->cl, t->t, "tensor")) {
@@ -600,25 +650,11 @@ static PyObject *request_new(TensorObject *t, Py_buffer *v, PyObject *result,
 		return raise_rc(t->cl, pull ? "pull_async" : "push_async", rc,
 				NULL, NULL);
 	}
-	obj = PyObject_New(RequestObject, &RequestType);
-	if (!obj) {
-		rkv_ps_wait(r, NULL, NULL);
-		give(t->cl);
-		PyBuffer_Release(v);
-		Py_XDECREF(result);
-		return NULL;
-	}
-	obj->tensor = t;
-	Py_INCREF(t);
-	obj->r = r;
-	obj->view = *v;
-	obj->result = result;
-	obj->status = 0;
-	obj->vmin = obj->vmax = 0;
-	t->outstanding++;
-	child_add(t->cl, &obj->ch, KIND_REQ, req_fini);
+	obj = ps_request_new(t->cl, (PyObject *)t, &t->outstanding,
+			     pull ? t->vers : NULL, r, v, result,
+			     pull ? "pull" : "push");
 	give(t->cl);
-	return (PyObject *)obj;
+	return obj;
 }
 
 static PyObject *Tensor_pull_async(TensorObject *self, PyObject *args,
@@ -657,7 +693,7 @@ static PyObject *Tensor_push_async(TensorObject *self, PyObject *args,
 
 static PyObject *Request_wait(RequestObject *self, PyObject *unused)
 {
-	ClientObject *cl = self->tensor->cl;
+	ClientObject *cl = self->cl;
 
 	(void)unused;
 	if (self->r) {
@@ -668,8 +704,7 @@ static PyObject *Request_wait(RequestObject *self, PyObject *unused)
 		give(cl);
 	}
 	if (self->status)
-		return raise_rc(cl, self->result ? "pull" : "push",
-				self->status, NULL, NULL);
+		return raise_rc(cl, self->what, self->status, NULL, NULL);
 	if (self->result) {
 		Py_INCREF(self->result);
 		return self->result;
@@ -679,7 +714,7 @@ static PyObject *Request_wait(RequestObject *self, PyObject *unused)
 
 static PyObject *Request_done(RequestObject *self, PyObject *unused)
 {
-	ClientObject *cl = self->tensor->cl;
+	ClientObject *cl = self->cl;
 	int rc;
 
 	(void)unused;
@@ -926,7 +961,7 @@ static PyTypeObject RequestType = {
 	.tp_dealloc = (destructor)Request_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "An asynchronous pull or push (Tensor.pull_async, "
-		  "push_async)",
+		  "push_async, Embedding.pull_async, push_async)",
 	.tp_methods = Request_methods,
 };
 
@@ -971,6 +1006,8 @@ int ps_types_ready(PyObject *m)
 				  &CounterType };
 	const char *names[] = { "Tensor", "Request", "Barrier", "Counter" };
 
+	if (emb_type_ready(m))
+		return -1;
 	for (int i = 0; i < 4; i++) {
 		if (PyType_Ready(types[i]) < 0)
 			return -1;

@@ -279,22 +279,28 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		    kw_secret[] = "secret_file", kw_ro[] = "read_only",
 		    kw_timeout[] = "timeout_ms",
 		    kw_ctimeout[] = "connect_timeout_ms",
-		    kw_max[] = "max_value", kw_name[] = "name";
+		    kw_max[] = "max_value", kw_name[] = "name",
+		    kw_infl[] = "max_inflight";
 	static char *kwlist[] = { kw_servers, kw_cluster, kw_secret, kw_ro,
 				  kw_timeout, kw_ctimeout, kw_max, kw_name,
-				  NULL };
+				  kw_infl, NULL };
 	PyObject *servers = Py_None, *sv = NULL;
 	const char *cluster = NULL, *secret = NULL, *name = "rkv-python";
 	int read_only = 0, rc;
-	unsigned timeout = 0, ctimeout = 0, max_value = 0;
+	unsigned timeout = 0, ctimeout = 0, max_value = 0, inflight = 0;
 	struct rkv_client_opts o;
 	struct rkv_client *c = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OzzpIIIs", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OzzpIIIsI", kwlist,
 					 &servers, &cluster, &secret,
 					 &read_only, &timeout, &ctimeout,
-					 &max_value, &name))
+					 &max_value, &name, &inflight))
 		return -1;
+	if (inflight > 1024) {
+		PyErr_Format(PyExc_ValueError, "max_inflight %u is over the "
+			     "limit of 1024", inflight);
+		return -1;
+	}
 	if (self->c) {
 		PyErr_SetString(PyExc_RuntimeError, "the client is set up "
 				"already");
@@ -331,6 +337,8 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		o.timeout_ms = timeout;
 	if (ctimeout)
 		o.connect_timeout_ms = ctimeout;
+	if (inflight)
+		o.max_inflight = inflight;
 	if (max_value) {
 		if (max_value > RKV_VALUE_MAX) {
 			Py_XDECREF(sv);
@@ -964,6 +972,16 @@ static PyMethodDef Client_methods[] = {
 	  "tensor of the parameter server" },
 	{ "delete_tensor", (PyCFunction)Client_delete_tensor, METH_O,
 	  "delete_tensor(name)" },
+	{ "embedding", (PyCFunction)(void (*)(void))Client_embedding,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "embedding(name, num_rows=0, dim=0, optimizer='sgd', lr=0.01, "
+	  "betas=(0.9, 0.999), eps=None, initial_accumulator=0.0, "
+	  "init_scale=0.01, seed=0, create=False, exist_ok=False) -> "
+	  "Embedding: open (or create) a sparse embedding table; rows start "
+	  "uniform in [-init_scale, init_scale) from (seed, id); eps defaults "
+	  "to 1e-10 for adagrad, 1e-8 for adam" },
+	{ "delete_embedding", (PyCFunction)Client_delete_embedding, METH_O,
+	  "delete_embedding(name): remove its rows (a scan) and the table" },
 	{ "barrier", (PyCFunction)Client_barrier, METH_VARARGS,
 	  "barrier(name, nworkers) -> Barrier" },
 	{ "counter", (PyCFunction)Client_counter, METH_O,
@@ -992,8 +1010,10 @@ static PyTypeObject ClientType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "Client(servers=None, cluster=None, secret_file=None, "
 		  "read_only=False, timeout_ms=0, connect_timeout_ms=0, "
-		  "max_value=0, name='rkv-python'): a client of rkv servers "
-		  "(servers: \"ADDR,ADDR\" or a list; default $RKV_SERVERS, "
+		  "max_value=0, name='rkv-python', max_inflight=0): a client "
+		  "of rkv servers (max_inflight: pipelined ops at once, the PS "
+		  "calls' rows and shards in flight together, default 32; "
+		  "servers: \"ADDR,ADDR\" or a list; default $RKV_SERVERS, "
 		  "else tcp://127.0.0.1:7000; cluster: a cluster file or "
 		  "etcd://HOST:PORT/CLUSTER)",
 	.tp_methods = Client_methods,

@@ -65,6 +65,39 @@ void give(ClientObject *self);
 PyObject *raise_rc(ClientObject *self, const char *what, int rc,
 		   PyObject *key, const char *detail);
 
+/* ps.c: the children of a client (fini order: requests, then tensors
+ * and embeddings, then barriers). */
+enum { KIND_REQ = 0, KIND_TENSOR = 1, KIND_BARRIER = 2 };
+void child_add(ClientObject *cl, struct pschild *ch, int kind,
+	       void (*fini)(struct pschild *));
+void child_del(ClientObject *cl, struct pschild *ch);
+/* The client for a call of a child, or -1 with ValueError (closed). */
+int child_take(ClientObject *cl, const void *handle, const char *what);
+/* A child's dealloc: finish it (the client taken, without raising). */
+void child_dealloc_fini(ClientObject *cl, struct pschild *ch, int open);
+/* close() of a child: RuntimeError with requests outstanding, else fini
+ * (None when it is closed already). */
+PyObject *child_close(ClientObject *cl, struct pschild *ch, int open,
+		      unsigned outstanding, const char *what);
+/* The client's PS engine, made at first use: 0 or -1 with an error. */
+int ensure_ps(ClientObject *self);
+/* A float32 C-contiguous buffer (a torch CPU tensor through .numpy()):
+ * its elements in *n.  -1 with TypeError for anything else. */
+int floats_get(PyObject *o, Py_buffer *v, int writable, const char *what,
+	       size_t *n);
+/* A Request for r (client taken), owning v (may be NULL) and result;
+ * *outstanding counts it until its wait; vdst (NULL, or 2 words) gets a
+ * pull's versions. */
+PyObject *ps_request_new(ClientObject *cl, PyObject *owner,
+			 unsigned *outstanding, uint64_t *vdst,
+			 struct rkv_ps_req *r, Py_buffer *v, PyObject *result,
+			 const char *what);
+
+/* embed.c */
+int emb_type_ready(PyObject *module);
+PyObject *Client_embedding(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *Client_delete_embedding(ClientObject *self, PyObject *name);
+
 /* ps.c: the types (ready at import), the Client methods, and the
  * client's close: finish every child (client taken). */
 int ps_types_ready(PyObject *module);

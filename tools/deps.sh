@@ -10,7 +10,7 @@ libjemalloc-dev libssl-dev libfabric-dev libfabric-bin valgrind iproute2 \
 redis-server memcached libhiredis-dev libmemcached-dev gnuplot-nox libclang-rt-14-dev \
 qemu-system-x86 busybox-static kmod cpio etcd-server etcd-client \
 libcurl4-openssl-dev libcjson-dev libedit-dev python3-dev python3-pytest \
-python3-numpy ${RKV_EXTRA_PKGS:-}"
+python3-numpy python3-torch python3-sklearn ${RKV_EXTRA_PKGS:-}"
 
 missing=""
 for p in $PKGS; do

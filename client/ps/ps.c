@@ -8,7 +8,7 @@
  *
  * The engine (struct rkv_ps) owns max_inflight shard ops, each with a
  * staging buffer of max_value bytes (a GET lands there; a create's PUT is
- * encoded there).  Requests wait in FIFO order; fill() gives free shard
+ * encoded there).  Requests wait in FIFO order; ps_fill() gives free shard
  * ops to the oldest request that still has shards to start, and complete()
  * accounts a finished shard.  A request is finished when each of its
  * shards finished (or was skipped after the request's first error: the
@@ -148,11 +148,11 @@ static void req_account(struct rkv_ps_req *r, int status)
 	if (status && !r->err) {
 		r->err = status;
 		/* do not start the rest */
-		r->ndone += r->t->nshards - r->next;
-		r->next = r->t->nshards;
+		r->ndone += r->nitems - r->next;
+		r->next = r->nitems;
 	}
 	r->ndone++;
-	if (r->ndone >= r->t->nshards && !r->finished) {
+	if (r->ndone >= r->nitems && !r->finished) {
 		r->finished = 1;
 		mr_put(r->mr); /* no shard op of r is in flight now */
 		r->mr = NULL;
@@ -185,7 +185,10 @@ static void complete(struct rkv_ps *ps, struct shard_op *so)
 
 	if (st == 0 && r->kind == REQ_PULL)
 		st = pull_done(so);
-	if (r->kind == REQ_DELETE && st == -ENOENT)
+	if (r->kind == REQ_EMB_PULL)
+		st = emb_pull_done(so, st);
+	if ((r->kind == REQ_DELETE || r->kind == REQ_EMB_DELETE) &&
+	    st == -ENOENT)
 		st = 0;
 	if (st == 0 && (r->kind == REQ_PULL || r->kind == REQ_PUSH)) {
 		if (so->version < r->vmin)
@@ -203,8 +206,9 @@ static void build(struct rkv_ps *ps, struct shard_op *so,
 		  struct rkv_ps_req *r, uint64_t i)
 {
 	const struct rkv_ps_tensor *t = r->t;
-	int kl = snprintf(so->key, sizeof(so->key), "%s%" PRIu64, t->prefix, i);
-	uint64_t n = shard_len(t, i);
+	uint64_t id = r->uids ? r->uids[i] : i;
+	int kl = snprintf(so->key, sizeof(so->key), "%s%" PRIu64, t->prefix, id);
+	uint64_t n = r->emb ? 0 : shard_len(t, i);
 
 	so->req = r;
 	so->shard = i;
@@ -256,11 +260,22 @@ static void build(struct rkv_ps *ps, struct shard_op *so,
 	case REQ_DELETE:
 		so->op.type = RKV_OP_DELETE;
 		break;
+	case REQ_EMB_PULL:
+		so->op.type = RKV_OP_GET;
+		so->op.buf = so->stage;
+		so->op.buf_cap = ps->stage_size;
+		break;
+	case REQ_EMB_PUSH:
+	case REQ_EMB_DELETE:
+		so->op.type = RKV_OP_RMW;
+		so->op.fn = r->kind == REQ_EMB_PUSH ? emb_push_fn : emb_delete_fn;
+		so->op.fn_arg = so;
+		break;
 	}
 }
 
 /* Start shards of waiting requests on free shard ops. */
-static void fill(struct rkv_ps *ps)
+static void ps_fill(struct rkv_ps *ps)
 {
 	struct rkv_ps_req *r = ps->head;
 
@@ -270,7 +285,7 @@ static void fill(struct rkv_ps *ps)
 
 		if (so->req)
 			continue;
-		while (r && r->next >= r->t->nshards)
+		while (r && r->next >= r->nitems)
 			r = r->qnext;
 		if (!r)
 			return;
@@ -296,7 +311,7 @@ static int progress(struct rkv_ps *ps)
 	struct rkv_op *done[PS_POLL_MAX];
 	int n, got = 0;
 
-	fill(ps);
+	ps_fill(ps);
 	n = rkv_poll(ps->c, done, PS_POLL_MAX);
 	if (n < 0)
 		return n;
@@ -309,7 +324,7 @@ static int progress(struct rkv_ps *ps)
 		got++;
 	}
 	if (got)
-		fill(ps);
+		ps_fill(ps);
 	return got;
 }
 
@@ -324,6 +339,7 @@ int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
 	r->ps = ps;
 	r->t = t;
 	r->kind = kind;
+	r->nitems = t->nshards;
 	r->vmin = UINT64_MAX;
 	if (ps->tail)
 		ps->tail->qnext = r;
@@ -333,6 +349,16 @@ int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
 	t->outstanding++;
 	*out = r;
 	return 0;
+}
+
+void req_start(struct rkv_ps_req *r)
+{
+	if (r->nitems == 0) {
+		r->finished = 1;
+		req_unlink(r->ps, r);
+		return;
+	}
+	ps_fill(r->ps);
 }
 
 int req_run(struct rkv_ps_req *r)
@@ -350,6 +376,7 @@ int req_run(struct rkv_ps_req *r)
 void req_free(struct rkv_ps_req *r)
 {
 	r->t->outstanding--;
+	rkv_free(r->mem);
 	rkv_free(r);
 }
 
@@ -371,7 +398,8 @@ int rkv_ps_create(struct rkv_client *c, struct rkv_ps **out)
 	ps->stage_size = ps->info.max_value;
 	ps->ops = rkv_calloc(ps->nops, sizeof(*ps->ops));
 	ps->stage_mem = rkv_malloc(ps->nops * ps->stage_size);
-	if (!ps->ops || !ps->stage_mem) {
+	ps->row = rkv_malloc(ps->stage_size);
+	if (!ps->ops || !ps->stage_mem || !ps->row) {
 		rkv_ps_destroy(ps);
 		return -ENOMEM;
 	}
@@ -402,6 +430,7 @@ void rkv_ps_destroy(struct rkv_ps *ps)
 		if (ps->mrc[i].live)
 			rkv_ext_buf_dereg(&ps->mrc[i].buf);
 	rkv_free(ps->stage_mem);
+	rkv_free(ps->row);
 	rkv_free(ps->ops);
 	rkv_free(ps);
 }
@@ -425,7 +454,7 @@ int rkv_ps_pull_async(struct rkv_ps_tensor *t, float *buf, uint64_t n,
 	r->buf = buf;
 	if (t->ps->direct)
 		r->mr = mr_get(t->ps, buf, (size_t)t->len * 4);
-	fill(t->ps);
+	ps_fill(t->ps);
 	*out = r;
 	return 0;
 }
@@ -450,7 +479,7 @@ int rkv_ps_push_async(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
 	r->rule = rule;
 	r->lr = lr;
 	r->src = src;
-	fill(t->ps);
+	ps_fill(t->ps);
 	*out = r;
 	return 0;
 }

@@ -24,6 +24,9 @@ enum req_kind {
 	REQ_PUSH,   /* RMW each shard with push_fn */
 	REQ_CREATE, /* PUT each shard (header + init or zeros) */
 	REQ_DELETE, /* DELETE each shard (absent is fine) */
+	REQ_EMB_PULL,   /* GET each distinct row (absent: its initial value) */
+	REQ_EMB_PUSH,   /* RMW each distinct row with emb_push_fn */
+	REQ_EMB_DELETE, /* RMW each row found: delete if not newer */
 };
 
 struct rkv_ps_tensor {
@@ -38,9 +41,26 @@ struct rkv_ps_tensor {
 	unsigned outstanding;   /* requests not yet waited for */
 };
 
+/* An embedding table: t gives the engine its name, key prefix
+ * ("emb/<name>/"), nonce (the generation) and outstanding count. */
+struct rkv_ps_emb {
+	struct rkv_ps_tensor t;
+	struct emb_meta m;
+	unsigned nstate;        /* state floats per row: 0, dim or 2 dim */
+	size_t row_bytes;       /* a stored row's value */
+};
+
 struct rkv_ps_req {
 	struct rkv_ps *ps;
 	struct rkv_ps_tensor *t;
+	uint64_t nitems;        /* shards, or distinct rows */
+	/* embedding requests: distinct ids, and where each goes */
+	struct rkv_ps_emb *emb;
+	uint64_t *uids;         /* nitems distinct ids */
+	uint32_t *ord;          /* positions in the caller's order, by id */
+	uint32_t *ustart;       /* row u's positions: ord[ustart[u]..[u+1]) */
+	float *gsum;            /* push: row u's summed gradient at u * dim */
+	void *mem;              /* the arrays above, freed with r */
 	enum req_kind kind;
 	enum rkv_ps_rule rule;
 	float lr;
@@ -86,6 +106,7 @@ struct rkv_ps {
 	struct rkv_ext_info info; /* the client's options */
 	struct ps_mr mrc[PS_MR_CACHE];
 	uint64_t mr_clock;
+	float *row;             /* stage_size bytes, aligned: a row's floats */
 };
 
 /* ps_shard.c */
@@ -112,7 +133,21 @@ int req_new(struct rkv_ps_tensor *t, enum req_kind kind,
 int req_run(struct rkv_ps_req *r);
 void req_free(struct rkv_ps_req *r);
 
+/* ps_embed.c */
+/* Row u of an embedding pull, finished with status st (0: the GET read it
+ * into so->stage; -ENOENT: absent), copied to its positions.  0 or
+ * -errno. */
+int emb_pull_done(struct shard_op *so, int st);
+int emb_push_fn(const void *old, size_t old_len, void *out, size_t cap,
+		size_t *out_len, void *arg);
+int emb_delete_fn(const void *old, size_t old_len, void *out, size_t cap,
+		  size_t *out_len, void *arg);
+
+/* ps.c: start r's first items (a request of no items is finished) */
+void req_start(struct rkv_ps_req *r);
+
 /* ps_tensor.c */
+int ps_check_name(const char *name);
 void tensor_init(struct rkv_ps_tensor *t, struct rkv_ps *ps,
 		 const char *name, const struct ps_meta *m);
 

@@ -17,7 +17,7 @@
 #include "alloc.h"
 #include "rtime.h"
 
-static int check_name(const char *name)
+int ps_check_name(const char *name)
 {
 	size_t n;
 
@@ -161,7 +161,7 @@ int rkv_ps_tensor_create(struct rkv_ps *ps, const char *name,
 
 	if (!ps)
 		return -EINVAL;
-	rc = check_name(name);
+	rc = ps_check_name(name);
 	if (!rc)
 		rc = check_dtype(dtype);
 	if (rc)
@@ -207,7 +207,7 @@ int rkv_ps_tensor_delete(struct rkv_ps *ps, const char *name)
 
 	if (!ps)
 		return -EINVAL;
-	rc = check_name(name);
+	rc = ps_check_name(name);
 	if (rc)
 		return rc;
 	kl = meta_key(name, key);
@@ -242,7 +242,7 @@ int rkv_ps_tensor_open(struct rkv_ps *ps, const char *name,
 	if (!ps || !out)
 		return -EINVAL;
 	*out = NULL;
-	rc = check_name(name);
+	rc = ps_check_name(name);
 	if (!rc)
 		rc = check_dtype(dtype);
 	if (rc)

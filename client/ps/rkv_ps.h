@@ -256,6 +256,125 @@ int rkv_ps_pull_dev(struct rkv_ps_tensor *t, float *dev_buf, uint64_t n,
 int rkv_ps_push_dev(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
 		    const float *dev_src, uint64_t n, float lr, int gpu);
 
+/* --------------------------------------------------- embedding tables */
+
+/*
+ * Sparse embedding tables: num_rows rows of dim float32, pulled and pushed
+ * by row id, with the optimizer applied at the store.  Row id of table
+ * name is the KV value of key "emb/<name>/<id>" (placed by its partition
+ * like every key, so rows spread over the servers); key "emb/<name>" holds
+ * the configuration.  A row's value is a 16-byte header (magic, the
+ * table's generation, the number of steps applied) and then dim weights
+ * and the optimizer's state for the row: nothing (SGD), the sum of squared
+ * gradients (Adagrad), or the first and second moments (Adam).
+ *
+ * Rows are lazy: a row that was never pushed is not stored, and reads as
+ * its initial value, a function of (seed, id) only: weight j of row id is
+ * init_scale * (2u - 1), u = (mix64(seed + G * (id * dim + j + 1)) >> 40)
+ * * 2^-24, with G = 0x9e3779b97f4a7c15 and mix64 splitmix64's finalizer.
+ * So every worker sees the same initial row, and creating a table of 10M
+ * rows writes one 64-byte record.
+ *
+ *   pull  one GET per distinct id; every row of the request goes through
+ *         the pipelined interface together, so rows on one server share
+ *         doorbells (1 RTT per round with locations cached, 2 cold).  A
+ *         row is read atomically (blocks are immutable and checksummed).
+ *   push  duplicate ids in one push are summed first (in the order they
+ *         appear), then one read-modify-write per distinct row under its
+ *         slot's CAS lock: the step reads the row (or its initial value),
+ *         applies the optimizer to weights and state and writes the new
+ *         row, so concurrent pushes to a row serialize and none is lost.
+ *         Each row is updated atomically; a push of many rows is not.
+ *
+ * The optimizer steps, in float32 with g the row's summed gradient and
+ * t the row's step count after this step (scalars noted (d) are computed
+ * in double and rounded once to float):
+ *   SGD      w = w - lr * g
+ *   Adagrad  a = a + g * g;  w = w - lr * g / (sqrt(a) + eps)
+ *            (a starts at init_accum)
+ *   Adam     m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * (g * g)
+ *            s = lr / (1 - b1^t) (d);  c = sqrt(1 - b2^t) (d)
+ *            w = w - s * m / (sqrt(v) / c + eps)
+ * Adam's t is per row (the steps applied to that row, as lazy Adam does
+ * for sparse updates).  Hyper-parameters are fixed at creation.
+ *
+ * Delete marks the table deleting, removes the rows a scan finds, and
+ * leaves a 64-byte tombstone that carries the generation: a table created
+ * again under the name has the next generation, and ignores rows of older
+ * ones (they read as initial), while a handle of an older generation gets
+ * -ESTALE from any row of a newer one.  A handle kept open across a delete
+ * and used on rows nobody pushed since is not refused: its rows are left
+ * for the next delete's scan to remove.
+ *
+ * Errors are -errno: -EEXIST (create), -ENOENT (no such table), -EINVAL
+ * (bad name or configuration), -ERANGE (an id >= num_rows: nothing is
+ * read or changed), -EMSGSIZE (a row larger than the client's max_value),
+ * -ESTALE, -ETIMEDOUT, -ECONNRESET, -ENOSPC.
+ */
+enum rkv_emb_optim {
+	RKV_EMB_SGD = 1,
+	RKV_EMB_ADAGRAD = 2,
+	RKV_EMB_ADAM = 3,
+};
+const char *rkv_emb_optim_str(enum rkv_emb_optim o);
+
+struct rkv_emb_conf {
+	uint64_t num_rows;        /* >= 1 */
+	uint32_t dim;             /* >= 1 */
+	enum rkv_emb_optim optim;
+	float lr;                 /* > 0 */
+	float beta1, beta2;       /* Adam: in [0, 1) */
+	float eps;                /* Adagrad, Adam: >= 0 */
+	float init_accum;         /* Adagrad: >= 0 */
+	float init_scale;         /* >= 0: rows start in [-s, s) */
+	uint64_t seed;
+};
+
+/* Defaults: SGD, lr 0.01, betas 0.9 and 0.999, eps 1e-8, init_accum 0,
+ * init_scale 0.01, seed 0 (num_rows and dim are 0: set them). */
+void rkv_emb_conf_init(struct rkv_emb_conf *conf);
+
+struct rkv_ps_emb; /* an opened embedding table */
+
+/* Create table name (as a tensor name) with conf.  One read-modify-write
+ * of the configuration record; no row is written.  Returns 0, -EEXIST,
+ * -EINVAL, -EMSGSIZE, -ETIMEDOUT, -ECONNRESET, -ENOSPC. */
+int rkv_emb_create(struct rkv_ps *ps, const char *name,
+		   const struct rkv_emb_conf *conf);
+/* Open table name (one GET).  Returns 0, -ENOENT, -EINVAL, -EMSGSIZE,
+ * -ENOMEM.  Close with rkv_emb_close(). */
+int rkv_emb_open(struct rkv_ps *ps, const char *name, struct rkv_ps_emb **out);
+void rkv_emb_conf_get(const struct rkv_ps_emb *e, struct rkv_emb_conf *conf);
+/* Accepts NULL.  No request on e may be outstanding. */
+void rkv_emb_close(struct rkv_ps_emb *e);
+/* Delete table name (see above): a scan of every server, then a
+ * conditional delete of each of its rows.  Works on a table whose last
+ * delete died half-way.  Returns 0, -ENOENT, -EINVAL, rkv_scan's errors. */
+int rkv_emb_delete(struct rkv_ps *ps, const char *name);
+
+/*
+ * Pull rows ids[0..n) into out (n * dim floats, row k at out + k * dim).
+ * Returns 0, -ERANGE, -EINVAL, -ESTALE, -ETIMEDOUT, -ECONNRESET; on an
+ * error out may hold some rows.
+ */
+int rkv_emb_pull(struct rkv_ps_emb *e, const uint64_t *ids, size_t n,
+		 float *out);
+/*
+ * Apply one optimizer step to rows ids[0..n) with grads (n * dim floats,
+ * row k's gradient at grads + k * dim; duplicates summed).  Returns 0,
+ * -ERANGE, -EINVAL, -ESTALE, -ETIMEDOUT, -ECONNRESET, -ENOSPC; on an error
+ * some rows may have taken the step.
+ */
+int rkv_emb_push(struct rkv_ps_emb *e, const uint64_t *ids, size_t n,
+		 const float *grads);
+/* Asynchronous forms, finished with rkv_ps_test / rkv_ps_wait.  ids and
+ * grads are read before the call returns; out must stay valid until
+ * rkv_ps_wait returns. */
+int rkv_emb_pull_async(struct rkv_ps_emb *e, const uint64_t *ids, size_t n,
+		       float *out, struct rkv_ps_req **req);
+int rkv_emb_push_async(struct rkv_ps_emb *e, const uint64_t *ids, size_t n,
+		       const float *grads, struct rkv_ps_req **req);
+
 #ifdef __cplusplus
 }
 #endif
