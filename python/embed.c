@@ -20,6 +20,8 @@
 #include <structmember.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -568,6 +570,20 @@ static PyObject *Emb_close(EmbObject *self, PyObject *unused)
 			   self->outstanding, "embedding");
 }
 
+/* f as the shortest decimal that reads back as f (0.001f is 0.001, not
+ * 0.0010000000474974513), so that hyper["lr"] == 1e-3. */
+static double short_f(float f)
+{
+	char b[40];
+
+	for (int prec = 6; prec < 9; prec++) {
+		snprintf(b, sizeof(b), "%.*g", prec, (double)f);
+		if (strtof(b, NULL) == f)
+			return strtod(b, NULL);
+	}
+	return (double)f;
+}
+
 static PyObject *Emb_get(EmbObject *self, void *closure)
 {
 	const struct rkv_emb_conf *c = &self->conf;
@@ -580,10 +596,10 @@ static PyObject *Emb_get(EmbObject *self, void *closure)
 	if (!strcmp(what, "optimizer"))
 		return PyUnicode_FromString(rkv_emb_optim_str(c->optim));
 	return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:d,s:K}", "lr",
-			     (double)c->lr, "betas", (double)c->beta1,
-			     (double)c->beta2, "eps", (double)c->eps,
-			     "initial_accumulator", (double)c->init_accum,
-			     "init_scale", (double)c->init_scale, "seed",
+			     short_f(c->lr), "betas", short_f(c->beta1),
+			     short_f(c->beta2), "eps", short_f(c->eps),
+			     "initial_accumulator", short_f(c->init_accum),
+			     "init_scale", short_f(c->init_scale), "seed",
 			     (unsigned long long)c->seed);
 }
 

@@ -126,7 +126,9 @@ def test_optimizer_exact(client, opt):
         probe = np.arange(30)
         got = e.pull(probe)
         assert np.array_equal(got, ref.pull(probe)), (opt, step)
-    assert e.hyper["lr"] == pytest.approx(0.05)
+    assert e.hyper["lr"] == 0.05 and e.hyper["seed"] == 11
+    if opt == "adam":
+        assert e.hyper["betas"] == (0.8, 0.99) and e.hyper["eps"] == 1e-6
 
 
 def test_concurrent_pushers_lose_no_step(server):
