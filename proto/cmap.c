@@ -15,16 +15,6 @@
 #define SEED_NAME 0x9fb21c651e98df25ull
 #define PART_MIX 0x9e3779b97f4a7c15ull
 
-/* splitmix64's finalizer: a bijection that mixes every bit. */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
 
 static int name_char(int ch)
 {
@@ -127,7 +117,7 @@ int rkv_map_add(struct rkv_map *m, const char *name, const char *addr,
 
 uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part)
 {
-	return mix64(s->name_hash ^ mix64((uint64_t)(part + 1) * PART_MIX));
+	return rkv_mix64(s->name_hash ^ rkv_mix64((uint64_t)(part + 1) * PART_MIX));
 }
 
 void rkv_map_place(struct rkv_map *m)

@@ -210,28 +210,8 @@ PyObject *Client_embedding(ClientObject *self, PyObject *args, PyObject *kw)
 
 PyObject *Client_delete_embedding(ClientObject *self, PyObject *name_o)
 {
-	const char *name = PyUnicode_AsUTF8(name_o);
-	char what[300];
-	int rc;
-
-	if (!name)
-		return NULL;
-	if (take(self))
-		return NULL;
-	if (ensure_ps(self)) {
-		give(self);
-		return NULL;
-	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = rkv_emb_delete(self->ps, name);
-	Py_END_ALLOW_THREADS
-	give(self);
-	if (rc) {
-		snprintf(what, sizeof(what), "delete_embedding '%s'", name);
-		return raise_rc(self, what, rc, NULL,
-				rc == -ENOENT ? "no such table" : NULL);
-	}
-	Py_RETURN_NONE;
+	return ps_delete_named(self, name_o, rkv_emb_delete,
+			       "delete_embedding", "no such table");
 }
 
 /* ------------------------------------------------------------- ids */

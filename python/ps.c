@@ -358,7 +358,9 @@ fail:
 	return NULL;
 }
 
-PyObject *Client_delete_tensor(ClientObject *self, PyObject *name_o)
+PyObject *ps_delete_named(ClientObject *self, PyObject *name_o,
+			  int (*del)(struct rkv_ps *, const char *),
+			  const char *call, const char *enoent)
 {
 	const char *name = PyUnicode_AsUTF8(name_o);
 	int rc;
@@ -372,17 +374,23 @@ PyObject *Client_delete_tensor(ClientObject *self, PyObject *name_o)
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = rkv_ps_tensor_delete(self->ps, name);
+	rc = del(self->ps, name);
 	Py_END_ALLOW_THREADS
 	give(self);
 	if (rc) {
 		char what[300];
 
-		snprintf(what, sizeof(what), "delete_tensor '%s'", name);
+		snprintf(what, sizeof(what), "%s '%s'", call, name);
 		return raise_rc(self, what, rc, NULL,
-				rc == -ENOENT ? "no such tensor" : NULL);
+				rc == -ENOENT ? enoent : NULL);
 	}
 	Py_RETURN_NONE;
+}
+
+PyObject *Client_delete_tensor(ClientObject *self, PyObject *name_o)
+{
+	return ps_delete_named(self, name_o, rkv_ps_tensor_delete,
+			       "delete_tensor", "no such tensor");
 }
 
 /* The destination of a pull: into (writable float32, at least len

@@ -79,6 +79,11 @@ void child_dealloc_fini(ClientObject *cl, struct pschild *ch, int open);
  * (None when it is closed already). */
 PyObject *child_close(ClientObject *cl, struct pschild *ch, int open,
 		      unsigned outstanding, const char *what);
+/* Client.delete_tensor / delete_embedding: del(name) without the GIL;
+ * OSError named call '<name>' (enoent: the detail for -ENOENT). */
+PyObject *ps_delete_named(ClientObject *self, PyObject *name_o,
+			  int (*del)(struct rkv_ps *, const char *),
+			  const char *call, const char *enoent);
 /* The client's PS engine, made at first use: 0 or -1 with an error. */
 int ensure_ps(ClientObject *self);
 /* A float32 C-contiguous buffer (a torch CPU tensor through .numpy()):

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hash.h"
 
 #define EMB_GOLDEN 0x9e3779b97f4a7c15ull
 
@@ -229,20 +230,13 @@ void rkv_emb_close(struct rkv_ps_emb *e)
 
 /* ------------------------------------------------------------- rows */
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Row id's initial weights (rkv_ps.h gives the formula) into w. */
 static void init_weights(const struct emb_meta *m, uint64_t id, float *w)
 {
 	uint64_t base = id * m->dim + 1;
 
 	for (uint32_t j = 0; j < m->dim; j++) {
-		uint64_t z = mix64(m->seed + EMB_GOLDEN * (base + j));
+		uint64_t z = rkv_mix64(m->seed + EMB_GOLDEN * (base + j));
 		float u = (float)(z >> 40) * 0x1p-24f;
 
 		w[j] = (2.0f * u - 1.0f) * m->init_scale;
@@ -250,13 +244,14 @@ static void init_weights(const struct emb_meta *m, uint64_t id, float *w)
 }
 
 /*
- * Row id of e in host floats f (weights, then state) with its step count,
- * from a stored value (old, old_len; NULL: absent).  A row of an older
- * generation is the previous table's: it reads as absent.  Returns 0 or
- * -ESTALE (a newer generation's row, or not a row of this table).
+ * Row id of e in host floats f (weights, then state unless weights_only)
+ * with its step count, from a stored value (old, old_len; NULL: absent).
+ * A row of an older generation is the previous table's: it reads as
+ * absent.  Returns 0 or -ESTALE (a newer generation's row, or not a row of
+ * this table).
  */
 static int row_load(const struct rkv_ps_emb *e, uint64_t id, const void *old,
-		    size_t old_len, float *f, uint64_t *steps)
+		    size_t old_len, float *f, uint64_t *steps, int weights_only)
 {
 	struct ps_shard_hdr h;
 
@@ -270,13 +265,14 @@ static int row_load(const struct rkv_ps_emb *e, uint64_t id, const void *old,
 			if (old_len != e->row_bytes)
 				return -ESTALE;
 			memcpy(f, (const char *)old + sizeof(h),
-			       e->row_bytes - sizeof(h));
+			       weights_only ? (size_t)e->m.dim * 4 :
+					      e->row_bytes - sizeof(h));
 			*steps = h.version;
 			return 0;
 		}
 	}
 	init_weights(&e->m, id, f);
-	for (unsigned j = 0; j < e->nstate; j++)
+	for (unsigned j = 0; !weights_only && j < e->nstate; j++)
 		f[e->m.dim + j] = e->m.optim == RKV_EMB_ADAGRAD ?
 					  e->m.init_accum : 0.0f;
 	*steps = 0;
@@ -334,7 +330,7 @@ int emb_push_fn(const void *old, size_t old_len, void *out, size_t cap,
 
 	if (e->row_bytes > cap)
 		return -EMSGSIZE;
-	rc = row_load(e, r->uids[so->shard], old, old_len, f, &steps);
+	rc = row_load(e, r->uids[so->shard], old, old_len, f, &steps, 0);
 	if (rc)
 		return rc;
 	h.version = steps + 1;
@@ -376,7 +372,7 @@ int emb_pull_done(struct shard_op *so, int st)
 	if (st && st != -ENOENT)
 		return st;
 	rc = row_load(e, r->uids[so->shard], st ? NULL : so->stage,
-		      so->op.out_len, f, &steps);
+		      so->op.out_len, f, &steps, 1);
 	if (rc)
 		return rc;
 	so->version = steps;

@@ -12,7 +12,8 @@
  * concurrent pushing processes that lose no step (weights and the stored
  * step count agree), pushers killed with SIGKILL in the middle of pushes
  * (every row is one whole step or none, the locks come back after the
- * lease), generations (rows of an older table read as initial, a newer
+ * lease), pushers paused past the lease and grace and woken (no step lost
+ * or doubled), generations (rows of an older table read as initial, a newer
  * table's rows are -ESTALE to an old handle, delete removes every row),
  * and bad input that changes nothing.
  */
@@ -510,6 +511,52 @@ static void t_killed(void)
 	stop_all(s, 2);
 }
 
+/* Pushers paused (SIGSTOP) longer than the lease and the grace period,
+ * perhaps holding a row's lock, then woken: the others took the lock over
+ * meanwhile, and every push still counts exactly once. */
+static void t_paused(void)
+{
+	const char *extra[] = { "--lease", "50", "--grace", "300", NULL };
+	const unsigned nproc = 3, pushes = g_verbs ? 40 : 150;
+	struct test_srv s[2];
+	struct pc p;
+	char list[512];
+	pid_t pid[3];
+	uint64_t lo, hi;
+
+	ASSERT_EQ(servers(s, 2, extra, list, sizeof(list)), 0);
+	ASSERT_EQ(pc_open(&p, list, 0), 0);
+	ASSERT_EQ(sgd_table(&p, "pause"), 0);
+	for (unsigned i = 0; i < nproc; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0)
+			push_child(list, "pause", pushes, -1);
+	}
+	srand(13);
+	for (unsigned round = 0; round < 4; round++) {
+		unsigned i = round % nproc;
+
+		usleep((useconds_t)(20000 + rand() % 60000));
+		kill(pid[i], SIGSTOP);
+		usleep(600000); /* > lease 50 ms + grace 300 ms */
+		kill(pid[i], SIGCONT);
+	}
+	for (unsigned i = 0; i < nproc; i++) {
+		int st = -1;
+
+		waitpid(pid[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	EXPECT_EQ(rows_consistent(&p, "pause", &lo, &hi), 0);
+	printf("#   %u x %u pushes, 4 pauses of 600 ms: rows hold %llu..%llu "
+	       "steps\n", nproc, pushes, (unsigned long long)lo,
+	       (unsigned long long)hi);
+	EXPECT_EQ(lo, nproc * pushes);
+	EXPECT_EQ(hi, nproc * pushes);
+	pc_close(&p);
+	stop_all(s, 2);
+}
+
 /* Generations, delete, forged rows, and bad input. */
 static void t_generations_and_bad_input(void)
 {
@@ -616,6 +663,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_exact);
 	RKV_TEST(t_concurrent);
 	RKV_TEST(t_killed);
+	RKV_TEST(t_paused);
 	RKV_TEST(t_generations_and_bad_input);
 	return rkv_test_done();
 }
