@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_repl_model.c - an exhaustive model check of the replication
+ * protocol proposed in docs/DESIGN.md §9.7, before it is built.
+ *
+ * One key with r replicas (2 or 3).  Each replica holds the key's slot
+ * word {value, version, lock}; the value stands for the immutable block
+ * the word names.  Two writers and a reader run the protocol's steps as
+ * separate atomic actions on the replicas (one-sided CAS and READ on one
+ * server are atomic there; nothing else is); the coordinator kills the
+ * primary (and, with r=3, the next one), fences the survivors, reconciles
+ * them and publishes the next map epoch.  Writers may crash between any
+ * two steps, and a waiting writer may steal a held lock at any time (the
+ * holder may be paused, which nobody can tell from dead).
+ *
+ * A put of value v by a writer of map epoch e (primary P = the first
+ * replica of the map, backups B):
+ *   1. lock P: CAS w -> w|LOCK; its sequence s = w.version.  Or steal a
+ *      locked word: CAS w|LOCK -> (w.version+1)|LOCK, s = w.version+1;
+ *   2. for each backup b, until installed: READ b; b.version >= s: done
+ *      (ours, or a newer holder's); else CAS b -> {v, s};
+ *   3. release: CAS P {.., s, LOCK} -> {v, s+1}; success acknowledges.
+ *      Failure (stolen) starts the put again.
+ * A get READs P's word and returns its value (a locked word names the last
+ * published value).  An operation meeting a dead or fenced replica waits
+ * for a newer map and starts again there.
+ * Failover: the old primary dies; the coordinator fences each survivor
+ * (its rkeys for older epochs revoked: their one-sided ops fail from then
+ * on), then sets every survivor to the new primary's value, the new
+ * primary at version M+2 and the backups at M+1 (M: the largest version
+ * among them), and publishes epoch e+1.
+ *
+ * Checked in every state: the value a reader can see on the primary is on
+ * every live backup, or superseded there by a newer sequence.  At the end
+ * of every run: the history (with a final get) is linearizable.  The state
+ * space is searched depth-first with a table of visited states; the
+ * real-time order in the history is kept as "completed before" bit masks,
+ * so equal states meet whatever the path.
+ *
+ * Broken variants (release before the backups, a backup install without
+ * the sequence check, no fence) must each be caught: the check is shown to
+ * fail on bad protocols, not only to pass on this one.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#define R_MAX 3
+#define W_N 2            /* writers */
+#define OPS_MAX 2        /* puts per writer */
+#define GETS 2           /* the reader's gets */
+#define H_MAX (W_N * OPS_MAX + GETS + 1)
+
+enum bug {
+	OK = 0, BUG_RELEASE_FIRST, BUG_NO_SEQ_CHECK, BUG_NO_FENCE,
+	BUG_BLIND_RETRY
+};
+
+struct scen {
+	const char *name;
+	unsigned r;
+	unsigned nops[W_N];
+	unsigned failures;       /* primaries the coordinator kills (1..r-1) */
+	unsigned kills;          /* writer crashes allowed */
+	unsigned steals;         /* lock steals allowed */
+	enum bug bug;
+};
+
+struct rep {
+	uint8_t alive;
+	uint8_t fence;           /* ops of epochs below this fail */
+	uint8_t val;
+	uint8_t lock;
+	uint16_t ver;
+	uint16_t vseq;           /* model only: the sequence of val */
+};
+
+enum wpc { W_IDLE, W_LOCK, W_READB, W_CASB, W_RELEASE, W_CHECK, W_DONE,
+	   W_DEAD };
+
+struct wr {
+	uint8_t pc;
+	uint8_t op;              /* next op of its script */
+	uint8_t epoch;
+	uint8_t b;               /* backup index being installed (in map order) */
+	uint8_t seen_val;        /* READ of backup b */
+	uint16_t seen_ver;
+	uint16_t seq;
+	uint8_t hist;
+	uint8_t seen_lock;
+	uint8_t installed;       /* some backup took this op's value */
+	uint8_t pad[3];
+};
+
+struct hent {
+	uint8_t put;             /* 1 put, 0 get */
+	uint8_t val;             /* put: the value; get: what it returned */
+	uint8_t done;
+	uint8_t used;
+	uint16_t before;         /* ops completed before this one began */
+};
+
+struct state {
+	struct rep rep[R_MAX];
+	struct wr w[W_N];
+	uint8_t epoch;           /* the published map */
+	uint8_t dead_prims;      /* primaries killed so far */
+	uint8_t coord;           /* 0 idle, 1 fencing, then publish */
+	uint8_t fenced;          /* bit i: survivor i fenced this failover */
+	uint8_t kills, steals;
+	uint8_t rd_epoch, rd_n;  /* the reader: its map, gets done */
+	uint8_t nh;
+	uint8_t pad[3];
+	uint16_t completed;      /* bit per history entry */
+	struct hent h[H_MAX];
+};
+
+struct ctx {
+	const struct scen *sc;
+	uint64_t *seen;
+	size_t seen_cap, nseen;
+	uint64_t states, ends, violations;
+	char first[512];
+};
+
+/* ----------------------------------------------------------- the map */
+
+/* Replicas of epoch e: the first failures-so-far replicas are dead, so
+ * the map of epoch e has replicas e-1 .. r-1, the first one primary. */
+static unsigned prim(uint8_t e) { return (unsigned)e - 1; }
+
+static int usable(const struct state *s, unsigned i, uint8_t e)
+{
+	return s->rep[i].alive && s->rep[i].fence <= e;
+}
+
+/* -------------------------------------------------------- linearizable */
+
+static int lin_rec(const struct hent *h, unsigned n, uint16_t placed,
+		   uint8_t cur)
+{
+	int all = 1;
+
+	for (unsigned i = 0; i < n; i++)
+		if (h[i].done && !(placed & (1u << i)))
+			all = 0;
+	if (all)
+		return 1;
+	for (unsigned i = 0; i < n; i++) {
+		if (placed & (1u << i))
+			continue;
+		if (!h[i].done && !h[i].put)
+			continue;
+		/* i may go next only if every op that finished before it began
+		 * is placed */
+		if ((h[i].before & ~placed) != 0)
+			continue;
+		if (h[i].put) {
+			if (lin_rec(h, n, (uint16_t)(placed | (1u << i)),
+				    h[i].val))
+				return 1;
+		} else if (h[i].val == cur) {
+			if (lin_rec(h, n, (uint16_t)(placed | (1u << i)), cur))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static int linearizable(const struct state *s)
+{
+	return lin_rec(s->h, s->nh, 0, 0);
+}
+
+/* ------------------------------------------------------------ history */
+
+static unsigned h_begin(struct state *s, int put, uint8_t val)
+{
+	unsigned i = s->nh++;
+
+	s->h[i].put = (uint8_t)put;
+	s->h[i].val = val;
+	s->h[i].done = 0;
+	s->h[i].used = 1;
+	s->h[i].before = s->completed;
+	return i;
+}
+
+static void h_end(struct state *s, unsigned i, uint8_t val)
+{
+	s->h[i].val = val;
+	s->h[i].done = 1;
+	s->completed = (uint16_t)(s->completed | (1u << i));
+}
+
+/* -------------------------------------------------------------- search */
+
+static uint64_t st_hash(const struct state *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < sizeof(*s); i++) {
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h | 1;
+}
+
+/* 1 when new (and now remembered) */
+static int remember(struct ctx *x, const struct state *s)
+{
+	uint64_t h = st_hash(s);
+	size_t i = (size_t)(h & (x->seen_cap - 1));
+
+	while (x->seen[i]) {
+		if (x->seen[i] == h)
+			return 0;
+		i = (i + 1) & (x->seen_cap - 1);
+	}
+	if (x->nseen * 4 > x->seen_cap * 3)
+		return 1; /* full: explore without remembering */
+	x->seen[i] = h;
+	x->nseen++;
+	return 1;
+}
+
+static void fail(struct ctx *x, const struct state *s, const char *why)
+{
+	x->violations++;
+	if (x->first[0])
+		return;
+	int n = snprintf(x->first, sizeof(x->first), "%s; replicas", why);
+
+	for (unsigned i = 0; i < x->sc->r && n < (int)sizeof(x->first); i++)
+		n += snprintf(x->first + n, sizeof(x->first) - (size_t)n,
+			      " [%s v%u ver%u%s]",
+			      s->rep[i].alive ? "up" : "dead", s->rep[i].val,
+			      s->rep[i].ver, s->rep[i].lock ? " L" : "");
+	for (unsigned i = 0; i < s->nh && n < (int)sizeof(x->first); i++)
+		n += snprintf(x->first + n, sizeof(x->first) - (size_t)n,
+			      "; %s %u%s", s->h[i].put ? "put" : "get",
+			      s->h[i].val, s->h[i].done ? "" : " (pending)");
+}
+
+/* Invariants of a settled map (not checked while failing over):
+ *  - what a reader can see on the primary is on every live backup, or a
+ *    newer sequence is there (a put in flight);
+ *  - no backup is ahead of the primary's lock sequence: sequences come
+ *    only from its lock, so a backup ahead would make a later holder
+ *    skip it (the sequence check would lie). */
+static const char *settled_bad(const struct ctx *x, const struct state *s)
+{
+	unsigned p = prim(s->epoch);
+
+	if (s->coord || !s->rep[p].alive)
+		return NULL;
+	for (unsigned b = p + 1; b < x->sc->r; b++) {
+		const struct rep *rb = &s->rep[b];
+
+		if (!rb->alive)
+			continue;
+		if (rb->ver < s->rep[p].vseq ||
+		    (rb->ver == s->rep[p].vseq && rb->val != s->rep[p].val))
+			return "the primary shows a value a live backup lacks";
+		if (rb->ver > s->rep[p].ver)
+			return "a backup is ahead of the primary's sequence";
+	}
+	return NULL;
+}
+
+static void explore(struct ctx *x, const struct state *s);
+
+static void next(struct ctx *x, const struct state *s)
+{
+	x->states++;
+	const char *why = settled_bad(x, s);
+
+	if (why)
+		fail(x, s, why);
+	if (remember(x, s))
+		explore(x, s);
+}
+
+/* A writer that met a dead or fenced replica moves to the newer map.  If
+ * no backup ever took its value it starts again there; if one did, the
+ * failover may have made that value current (and a later put may already
+ * have replaced it), so starting again could apply it twice: it looks at
+ * the new primary instead (W_CHECK). */
+static void w_new_map(struct state *s, struct wr *w)
+{
+	w->epoch = s->epoch;
+	w->pc = w->installed ? W_CHECK : W_LOCK;
+}
+
+/* the writer's step; returns 0 when it cannot move now */
+static int w_step(const struct ctx *x, struct state *s, unsigned wi)
+{
+	const struct scen *sc = x->sc;
+	struct wr *w = &s->w[wi];
+	unsigned p;
+
+	switch (w->pc) {
+	case W_IDLE:
+		if (w->op >= sc->nops[wi]) {
+			w->pc = W_DONE;
+			return 1;
+		}
+		w->epoch = s->epoch;
+		w->installed = 0;
+		w->hist = (uint8_t)h_begin(s, 1, (uint8_t)(1 + wi * OPS_MAX +
+							   w->op));
+		w->pc = W_LOCK;
+		return 1;
+	case W_LOCK:
+		p = prim(w->epoch);
+		if (!usable(s, p, w->epoch)) {
+			if (s->epoch == w->epoch)
+				return 0;            /* wait for the next map */
+			w_new_map(s, w);
+			return 1;
+		}
+		if (s->rep[p].lock)
+			return 0;                    /* steals: see explore() */
+		s->rep[p].lock = 1;
+		w->seq = s->rep[p].ver;
+		w->b = 0;
+		w->pc = sc->bug == BUG_RELEASE_FIRST ? W_RELEASE : W_READB;
+		return 1;
+	case W_READB:
+	case W_CASB: {
+		unsigned nb = sc->r - prim(w->epoch) - 1;
+		unsigned b = prim(w->epoch) + 1 + w->b;
+
+		if (w->b >= nb) {
+			w->pc = sc->bug == BUG_RELEASE_FIRST ? W_IDLE : W_RELEASE;
+			if (sc->bug == BUG_RELEASE_FIRST) {
+				w->op++;
+			}
+			return 1;
+		}
+		if (!s->rep[b].alive ||
+		    (sc->bug != BUG_NO_FENCE && s->rep[b].fence > w->epoch)) {
+			if (s->epoch == w->epoch)
+				return 0;
+			w_new_map(s, w);
+			return 1;
+		}
+		if (w->pc == W_READB) {
+			w->seen_val = s->rep[b].val;
+			w->seen_ver = s->rep[b].ver;
+			w->seen_lock = s->rep[b].lock;
+			if (sc->bug != BUG_NO_SEQ_CHECK && w->seen_ver >= w->seq)
+				w->b++;              /* ours or newer: done */
+			else
+				w->pc = W_CASB;
+			return 1;
+		}
+		if (s->rep[b].val == w->seen_val && s->rep[b].ver == w->seen_ver &&
+		    s->rep[b].lock == w->seen_lock) {
+			s->rep[b].val = s->h[w->hist].val;
+			s->rep[b].ver = w->seq;
+			s->rep[b].vseq = w->seq;
+			s->rep[b].lock = 0;
+			w->installed = 1;
+			w->b++;
+		}
+		w->pc = W_READB;
+		return 1;
+	}
+	case W_RELEASE:
+		p = prim(w->epoch);
+		if (!usable(s, p, w->epoch)) {
+			if (s->epoch == w->epoch)
+				return 0;
+			w_new_map(s, w);
+			return 1;
+		}
+		if (s->rep[p].lock && s->rep[p].ver == w->seq) {
+			s->rep[p].val = s->h[w->hist].val;
+			s->rep[p].ver = (uint16_t)(w->seq + 1);
+			s->rep[p].vseq = w->seq;
+			s->rep[p].lock = 0;
+			if (sc->bug == BUG_RELEASE_FIRST) {
+				w->b = 0;
+				w->pc = W_READB;     /* backups after the ack */
+				h_end(s, w->hist, s->h[w->hist].val);
+				return 1;
+			}
+			h_end(s, w->hist, s->h[w->hist].val);
+			w->op++;
+			w->pc = W_IDLE;
+		} else {
+			w->pc = W_LOCK;              /* stolen: again */
+		}
+		return 1;
+	case W_CHECK:
+		p = prim(w->epoch);
+		if (!usable(s, p, w->epoch)) {
+			if (s->epoch == w->epoch)
+				return 0;
+			w->epoch = s->epoch;
+			return 1;
+		}
+		if (x->sc->bug == BUG_BLIND_RETRY) {
+			w->pc = W_LOCK;
+			return 1;
+		}
+		/* its own block is current: it took effect; else the outcome
+		 * is unknown (the op fails, "may have taken effect") */
+		if (s->rep[p].val == s->h[w->hist].val)
+			h_end(s, w->hist, s->h[w->hist].val);
+		w->op++;
+		w->pc = W_IDLE;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int coord_step(const struct ctx *x, struct state *s, unsigned what)
+{
+	const struct scen *sc = x->sc;
+	unsigned p = prim(s->epoch);
+
+	if (what == 0) {                             /* kill the primary */
+		if (s->coord || s->dead_prims >= sc->failures)
+			return 0;
+		s->rep[p].alive = 0;
+		s->dead_prims++;
+		s->coord = 1;
+		s->fenced = 0;
+		return 1;
+	}
+	if (!s->coord)
+		return 0;
+	if (what <= sc->r) {                         /* fence survivor */
+		unsigned i = what - 1;
+
+		if (i <= p || (s->fenced & (1u << i)))
+			return 0;
+		if (sc->bug != BUG_NO_FENCE)
+			s->rep[i].fence = (uint8_t)(s->epoch + 1);
+		s->fenced = (uint8_t)(s->fenced | (1u << i));
+		return 1;
+	}
+	/* reconcile and publish, once every survivor is fenced */
+	for (unsigned i = p + 1; i < sc->r; i++)
+		if (!(s->fenced & (1u << i)))
+			return 0;
+	unsigned np = p + 1;
+	uint16_t m = 0;
+
+	for (unsigned i = np; i < sc->r; i++)
+		if (s->rep[i].ver > m)
+			m = s->rep[i].ver;
+	for (unsigned i = np; i < sc->r; i++) {
+		s->rep[i].val = s->rep[np].val;
+		s->rep[i].ver = (uint16_t)(i == np ? m + 2 : m + 1);
+		s->rep[i].vseq = (uint16_t)(m + 1);
+		s->rep[i].lock = 0;
+	}
+	s->epoch++;
+	s->coord = 0;
+	return 1;
+}
+
+static void finish(struct ctx *x, const struct state *s0)
+{
+	struct state s = *s0;
+	unsigned p = prim(s.epoch);
+
+	x->ends++;
+	if (s.coord || !s.rep[p].alive)
+		return;
+	unsigned i = h_begin(&s, 0, 0);
+
+	h_end(&s, i, s.rep[p].val);
+	if (!linearizable(&s))
+		fail(x, &s, "not linearizable");
+}
+
+static void explore(struct ctx *x, const struct state *s)
+{
+	const struct scen *sc = x->sc;
+	int moved = 0;
+
+	if (x->violations)
+		return;
+	for (unsigned wi = 0; wi < W_N; wi++) {
+		struct state t = *s;
+
+		if (w_step(x, &t, wi)) {
+			next(x, &t);
+			moved = 1;
+		}
+		/* a waiting writer steals the lock (its holder may be paused) */
+		t = *s;
+		if (s->steals < sc->steals && t.w[wi].pc == W_LOCK &&
+		    usable(&t, prim(t.w[wi].epoch), t.w[wi].epoch) &&
+		    t.rep[prim(t.w[wi].epoch)].lock) {
+			unsigned p = prim(t.w[wi].epoch);
+
+			t.rep[p].ver++;
+			t.w[wi].seq = t.rep[p].ver;
+			t.w[wi].b = 0;
+			t.w[wi].pc = sc->bug == BUG_RELEASE_FIRST ? W_RELEASE
+								  : W_READB;
+			t.steals++;
+			next(x, &t);
+			moved = 1;
+		}
+		/* the writer crashes: its op stays pending for ever */
+		t = *s;
+		if (s->kills < sc->kills && t.w[wi].pc != W_DONE &&
+		    t.w[wi].pc != W_DEAD && t.w[wi].pc != W_IDLE) {
+			t.w[wi].pc = W_DEAD;
+			t.kills++;
+			next(x, &t);
+			moved = 1;
+		}
+	}
+	/* the reader: one get = one READ of its map's primary */
+	if (s->rd_n < GETS) {
+		struct state t = *s;
+		unsigned p = prim(t.rd_epoch);
+
+		if (usable(&t, p, t.rd_epoch)) {
+			unsigned i = h_begin(&t, 0, 0);
+
+			h_end(&t, i, t.rep[p].val);
+			t.rd_n++;
+			next(x, &t);
+			moved = 1;
+		} else if (t.epoch != t.rd_epoch) {
+			t.rd_epoch = t.epoch;
+			next(x, &t);
+			moved = 1;
+		}
+	}
+	for (unsigned what = 0; what <= sc->r + 1; what++) {
+		struct state t = *s;
+
+		if (coord_step(x, &t, what)) {
+			next(x, &t);
+			moved = 1;
+		}
+	}
+	if (!moved)
+		finish(x, s);
+}
+
+static int run(const struct scen *sc, struct ctx *x)
+{
+	struct state s;
+
+	memset(x, 0, sizeof(*x));
+	x->sc = sc;
+	x->seen_cap = (size_t)1 << 23;
+	x->seen = calloc(x->seen_cap, sizeof(uint64_t));
+	if (!x->seen)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	for (unsigned i = 0; i < sc->r; i++) {
+		s.rep[i].alive = 1;
+		s.rep[i].fence = 1;
+		s.rep[i].ver = i == 0 ? 1 : 0;   /* primary ver = seq + 1 */
+	}
+	s.epoch = 1;
+	s.rd_epoch = 1;
+	for (unsigned wi = 0; wi < W_N; wi++)
+		s.w[wi].pc = W_IDLE;
+	remember(x, &s);
+	explore(x, &s);
+	free(x->seen);
+	printf("#   %-28s %9llu states, %7llu ends, %s\n", sc->name,
+	       (unsigned long long)x->states, (unsigned long long)x->ends,
+	       x->violations ? "VIOLATION" : "no violation");
+	if (x->violations)
+		printf("#     %s\n", x->first);
+	fflush(stdout);
+	return 0;
+}
+
+static const struct scen good[] = {
+	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK },
+	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK },
+	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK },
+	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK },
+};
+
+static void t_protocol(void)
+{
+	struct ctx x;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ASSERT_EQ(run(&good[i], &x), 0);
+		EXPECT_EQ(x.violations, 0);
+		EXPECT_TRUE(x.ends > 0);
+	}
+}
+
+static const struct scen bad[] = {
+	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST },
+	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK },
+	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE },
+	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY },
+};
+
+/* each broken protocol is caught */
+static void t_broken(void)
+{
+	struct ctx x;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_EQ(run(&bad[i], &x), 0);
+		EXPECT_TRUE(x.violations > 0);
+	}
+}
+
+/* the checker itself, on hand-made histories */
+static void t_checker(void)
+{
+	struct state s;
+
+	memset(&s, 0, sizeof(s));
+	h_end(&s, h_begin(&s, 1, 5), 5);
+	h_end(&s, h_begin(&s, 0, 0), 5);
+	EXPECT_TRUE(linearizable(&s));
+	h_end(&s, h_begin(&s, 0, 0), 0);      /* the old value after 5 */
+	EXPECT_TRUE(!linearizable(&s));
+
+	memset(&s, 0, sizeof(s));
+	(void)h_begin(&s, 1, 7);              /* pending put */
+	h_end(&s, h_begin(&s, 0, 0), 7);
+	h_end(&s, h_begin(&s, 0, 0), 0);      /* 7 then 0: no */
+	EXPECT_TRUE(!linearizable(&s));
+}
+
+int main(int argc, char **argv)
+{
+	rkv_test_init(argc, argv, 600);
+	RKV_TEST(t_checker);
+	RKV_TEST(t_protocol);
+	RKV_TEST(t_broken);
+	return rkv_test_done();
+}
