@@ -146,6 +146,14 @@ static int take_servers(struct rkv_client *c)
 	rc = take_map(c);
 	if (rc)
 		return rc;
+	if (c->map->replicas > 1) {
+		/* refused rather than served with one copy: a user who asked
+		 * for r copies must not believe to have them */
+		clog_(c, RKV_LOG_ERROR, "the cluster map asks for replicas %u: "
+		      "this version of rkv does not replicate yet",
+		      c->map->replicas);
+		return -EOPNOTSUPP;
+	}
 	c->nsrv = c->map->n;
 	c->peer_cap = c->nsrv;
 	if (c->opts.cluster_file && rkv_reg_is_url(c->opts.cluster_file)) {

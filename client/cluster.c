@@ -90,6 +90,11 @@ static int parse_kv(struct rkv_client *c, const struct rkv_reg_url *u,
 		snprintf(why, sizeof(why), "no epoch line");
 		rc = -EINVAL;
 	}
+	if (!rc && m->replicas > 1) {
+		snprintf(why, sizeof(why), "it asks for replicas %u, and this "
+			 "version of rkv does not replicate yet", m->replicas);
+		rc = -EOPNOTSUPP;
+	}
 	if (rc)
 		clog_(c, RKV_LOG_ERROR,
 		      "cluster %s: the map in etcd (%s, revision %lld) is not "

@@ -120,25 +120,57 @@ uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part)
 	return rkv_mix64(s->name_hash ^ rkv_mix64((uint64_t)(part + 1) * PART_MIX));
 }
 
+/* a ranks above b for partition p: the higher score; ties (never seen
+ * for distinct names) go to the larger name hash, still independent of
+ * the order servers are listed in */
+static int ranks_above(const struct rkv_map *m, unsigned a, uint64_t sa,
+		       unsigned b, uint64_t sb)
+{
+	return sa > sb ||
+	       (sa == sb && m->srv[a].name_hash > m->srv[b].name_hash);
+}
+
+unsigned rkv_map_r(const struct rkv_map *m)
+{
+	unsigned r = m->replicas ? m->replicas : 1;
+
+	if (r > RKV_MAP_REPLICAS_MAX)
+		r = RKV_MAP_REPLICAS_MAX;
+	return r < m->n ? r : (m->n ? m->n : 1);
+}
+
 void rkv_map_place(struct rkv_map *m)
 {
+	unsigned r = rkv_map_r(m);
+
+	if (!m->n)
+		return;
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
-		unsigned best = 0;
-		uint64_t best_score = 0;
+		/* the r best, kept sorted: insertion into a short list */
+		unsigned top[RKV_MAP_REPLICAS_MAX] = { 0 }, k = 0;
+		uint64_t score[RKV_MAP_REPLICAS_MAX] = { 0 };
 
 		for (unsigned i = 0; i < m->n; i++) {
 			uint64_t sc = rkv_map_score(&m->srv[i], p);
+			unsigned j = k;
 
-			/* ties (never seen for distinct names) go to the
-			 * larger name hash: still independent of order */
-			if (i == 0 || sc > best_score ||
-			    (sc == best_score &&
-			     m->srv[i].name_hash > m->srv[best].name_hash)) {
-				best = i;
-				best_score = sc;
+			while (j > 0 && ranks_above(m, i, sc, top[j - 1],
+						    score[j - 1]))
+				j--;
+			if (j >= r)
+				continue;
+			for (unsigned t = (k < r ? k : r - 1); t > j; t--) {
+				top[t] = top[t - 1];
+				score[t] = score[t - 1];
 			}
+			top[j] = i;
+			score[j] = sc;
+			if (k < r)
+				k++;
 		}
-		m->owner[p] = (uint16_t)best;
+		for (unsigned j = 0; j < RKV_MAP_REPLICAS_MAX; j++)
+			m->rep[p][j] = (uint16_t)(j < k ? top[j] : top[0]);
+		m->owner[p] = (uint16_t)top[0];
 	}
 }
 
@@ -190,6 +222,21 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 		m->epoch = e;
 		return 0;
 	}
+	if (nt == 2 && strcmp(tok[0], "replicas") == 0) {
+		if (m->n || m->replicas) {
+			set_why(why, why_len, "'replicas' must come once, before "
+				"the servers");
+			return -EINVAL;
+		}
+		if (strlen(tok[1]) != 1 || tok[1][0] < '1' ||
+		    tok[1][0] > '0' + (int)RKV_MAP_REPLICAS_MAX) {
+			set_why(why, why_len, "'%s' is not a replica count "
+				"(1 to %u)", tok[1], RKV_MAP_REPLICAS_MAX);
+			return -EINVAL;
+		}
+		m->replicas = (unsigned)(tok[1][0] - '0');
+		return 0;
+	}
 	if (nt == 1)
 		return rkv_map_add(m, NULL, tok[0], why, why_len);
 	return rkv_map_add(m, tok[0], tok[1], why, why_len);
@@ -200,6 +247,11 @@ static int finish_parse(struct rkv_map *m, char *why, size_t why_len)
 {
 	if (!m->n) {
 		set_why(why, why_len, "no servers listed");
+		return -EINVAL;
+	}
+	if (m->replicas > m->n) {
+		set_why(why, why_len, "replicas %u, but only %u server%s listed",
+			m->replicas, m->n, m->n == 1 ? " is" : "s are");
 		return -EINVAL;
 	}
 	rkv_map_place(m);
@@ -288,6 +340,12 @@ int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap)
 	if (n < 0 || (size_t)n >= cap)
 		return -ENOSPC;
 	off = (size_t)n;
+	if (m->replicas > 1) {
+		n = snprintf(buf + off, cap - off, "replicas %u\n", m->replicas);
+		if (n < 0 || (size_t)n >= cap - off)
+			return -ENOSPC;
+		off += (size_t)n;
+	}
 	for (unsigned i = 0; i < m->n; i++) {
 		n = snprintf(buf + off, cap - off, "%s %s\n", m->srv[i].name,
 			     m->srv[i].addr);

@@ -21,7 +21,11 @@
  * Text form (cluster files, and the map rkv admin keeps in etcd): one
  * server per line, "NAME ADDRESS" or "ADDRESS", blank lines and #
  * comments ignored, and optionally a first line "epoch N" (N >= 1; no
- * such line: epoch 0, a static map).
+ * such line: epoch 0, a static map) and, before the servers, a line
+ * "replicas R" (1..3; none: 1).  A partition's R replicas are the R
+ * servers with the highest rendezvous scores for it, in score order: the
+ * first is its owner (the primary).  R above the number of servers is
+ * refused.
  */
 #ifndef RKV_PROTO_CMAP_H
 #define RKV_PROTO_CMAP_H
@@ -42,6 +46,7 @@ _Static_assert(RKV_MAP_PARTS == RKV_PART_WORDS,
 #define RKV_MAP_SERVERS_MAX 256u
 #define RKV_SERVER_NAME_MAX 64u  /* bytes, NUL included */
 #define RKV_MAP_ADDR_MAX 300u    /* bytes, NUL included */
+#define RKV_MAP_REPLICAS_MAX 3u  /* the replication factor's bound */
 
 struct rkv_map_server {
 	char name[RKV_SERVER_NAME_MAX];
@@ -53,8 +58,12 @@ struct rkv_map_server {
 struct rkv_map {
 	uint64_t epoch;          /* 0: a static map (file, --servers) */
 	unsigned n;
+	unsigned replicas;       /* r, 1..RKV_MAP_REPLICAS_MAX (0 reads as 1) */
 	struct rkv_map_server srv[RKV_MAP_SERVERS_MAX];
 	uint16_t owner[RKV_MAP_PARTS]; /* partition -> index in srv */
+	/* partition -> its replicas, indexes in srv in rendezvous score
+	 * order (rep[p][0] == owner[p], the primary); min(r, n) are set */
+	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_REPLICAS_MAX];
 };
 
 /* The partition of a key's route hash (rkv_key_hash's route). */
@@ -82,8 +91,16 @@ void rkv_map_init(struct rkv_map *m);
  * too many servers.  Call rkv_map_place once all are added. */
 int rkv_map_add(struct rkv_map *m, const char *name, const char *addr,
 		char *why, size_t why_len);
-/* Compute the owner table (no-op for an empty map). */
+/* Compute the owner and replica tables (no-op for an empty map). */
 void rkv_map_place(struct rkv_map *m);
+/* The replication factor r of a placed map: min(replicas, n), at least 1. */
+unsigned rkv_map_r(const struct rkv_map *m);
+/* The replicas of partition part, primary first (rkv_map_r of them). */
+static inline const uint16_t *rkv_map_replicas(const struct rkv_map *m,
+					       unsigned part)
+{
+	return m->rep[part];
+}
 /* The rendezvous score of server s for partition part: the owner is the
  * server with the highest (the order of the replicas, later, too). */
 uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part);

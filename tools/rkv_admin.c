@@ -411,6 +411,11 @@ static int next_map(struct admin *a, const char *cmd, const char *name,
 				return fail(cmd, "%s", "the map is full");
 	}
 	to->epoch = m->epoch + 1;
+	to->replicas = m->replicas;
+	if (to->replicas > to->n)
+		return fail(cmd, "the map keeps %u copies of each key: it "
+			    "cannot have fewer than %u servers", to->replicas,
+			    to->replicas);
 	rkv_map_place(to);
 	return 0;
 }

@@ -112,6 +112,14 @@ printf 'alpha %s\nalpha %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c4"
 timeout 20 "$BIN/rkv" --cluster "$tmp/c4" get k1 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "line 2: server name 'alpha' listed twice" "$tmp/err"
 ok $? "a name listed twice: the line and the reason"
+printf 'replicas 2\nalpha %s\nbravo %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c5"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c5" put k1 v 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "asks for replicas 2: this version of rkv does not replicate yet" "$tmp/err"
+ok $? "a map asking for 2 copies is refused, not served with one: one line"
+printf 'replicas 3\nalpha %s\nbravo %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c6"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c6" get k1 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "replicas 3, but only 2 servers are listed" "$tmp/err"
+ok $? "more replicas than servers: the reason"
 
 # rkv admin's bad input: one line, exit 2 (etcd itself: itest_etcd)
 A() { env -u RKV_CLUSTER timeout 20 "$BIN/rkv" admin "$@" 2>"$tmp/err" >/dev/null; }

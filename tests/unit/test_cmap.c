@@ -85,6 +85,117 @@ static void t_order(void)
 	free(b);
 }
 
+/* Replica sets (r = 2, 3): r distinct servers per partition, the first
+ * the owner, the same whatever the listing order, each the r best
+ * rendezvous scores; a server added enters some sets, and each set keeps
+ * its other members in their order (a removed one leaves only its own);
+ * every server is primary of about 1/N and a backup of about (r-1)/N. */
+static void t_replicas(void)
+{
+	static const char *names[5] = { "alpha", "bravo", "charlie", "delta",
+					"echo" };
+	struct rkv_map *a = new_map(), *b = new_map(), *g = new_map();
+
+	ASSERT_TRUE(a && b && g);
+	for (unsigned r = 2; r <= 3; r++) {
+		unsigned bad = 0, differ = 0, entered = 0, unstable = 0;
+		unsigned as_backup[6] = { 0 }, as_prim[6] = { 0 };
+
+		rkv_map_init(a);
+		rkv_map_init(b);
+		rkv_map_init(g);
+		a->replicas = b->replicas = g->replicas = r;
+		for (unsigned i = 0; i < 5; i++) {
+			add(a, names[i], i);
+			add(b, names[4 - i], 4 - i);
+			add(g, names[i], i);
+		}
+		add(g, "newcomer", 200);
+		rkv_map_place(a);
+		rkv_map_place(b);
+		rkv_map_place(g);
+		EXPECT_EQ(rkv_map_r(a), r);
+		for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+			const uint16_t *ra = rkv_map_replicas(a, p);
+			const uint16_t *rb = rkv_map_replicas(b, p);
+			const uint16_t *rg = rkv_map_replicas(g, p);
+
+			bad += ra[0] != a->owner[p];
+			for (unsigned j = 0; j < r; j++) {
+				differ += strcmp(a->srv[ra[j]].name,
+						 b->srv[rb[j]].name) != 0;
+				for (unsigned k = j + 1; k < r; k++)
+					bad += ra[j] == ra[k];
+				if (j + 1 < r)
+					bad += rkv_map_score(&a->srv[ra[j]], p) <
+					       rkv_map_score(&a->srv[ra[j + 1]],
+							     p);
+				(j ? as_backup : as_prim)[ra[j]]++;
+			}
+			/* g = a + newcomer: a's set with the newcomer put in
+			 * its place and the last one pushed out, or a's set */
+			unsigned ja = 0, has_new = 0;
+
+			for (unsigned j = 0; j < r; j++) {
+				if (!strcmp(g->srv[rg[j]].name, "newcomer")) {
+					has_new = 1;
+					continue;
+				}
+				unstable += strcmp(g->srv[rg[j]].name,
+						   a->srv[ra[ja]].name) != 0;
+				ja++;
+			}
+			entered += has_new;
+		}
+		/* every server scores below the r-th of each set it is not in */
+		for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+			const uint16_t *ra = rkv_map_replicas(a, p);
+			uint64_t last = rkv_map_score(&a->srv[ra[r - 1]], p);
+
+			for (unsigned i = 0; i < 5; i++) {
+				int in = 0;
+
+				for (unsigned j = 0; j < r; j++)
+					in |= ra[j] == i;
+				bad += !in && rkv_map_score(&a->srv[i], p) > last;
+			}
+		}
+		double fe = (double)entered / RKV_MAP_PARTS;
+
+		printf("#   r=%u: the newcomer entered %.3f of the replica "
+		       "sets (r/6 = %.3f); primaries per server", r, fe,
+		       r / 6.0);
+		for (unsigned i = 0; i < 5; i++)
+			printf(" %u", as_prim[i]);
+		printf(", backups");
+		for (unsigned i = 0; i < 5; i++)
+			printf(" %u", as_backup[i]);
+		printf("\n");
+		EXPECT_EQ(bad, 0);
+		EXPECT_EQ(differ, 0);
+		EXPECT_EQ(unstable, 0);
+		EXPECT_TRUE(fe > r / 6.0 * 0.9 && fe < r / 6.0 * 1.1);
+		for (unsigned i = 0; i < 5; i++) {
+			double want = RKV_MAP_PARTS / 5.0;
+
+			EXPECT_TRUE(as_prim[i] > want * 0.85 &&
+				    as_prim[i] < want * 1.15);
+			EXPECT_TRUE(as_backup[i] > want * (r - 1) * 0.85 &&
+				    as_backup[i] < want * (r - 1) * 1.15);
+		}
+	}
+	/* r above n: the map places min(r, n) */
+	rkv_map_init(a);
+	a->replicas = 3;
+	add(a, "solo", 1);
+	add(a, "duo", 2);
+	rkv_map_place(a);
+	EXPECT_EQ(rkv_map_r(a), 2);
+	free(a);
+	free(b);
+	free(g);
+}
+
 /* N -> N+1: about 1/(N+1) of the keys move, all of them to the new
  * server; N+1 -> N: only the removed server's keys move. */
 static void t_movement(void)
@@ -277,6 +388,33 @@ static void t_parse(void)
 	EXPECT_EQ(rkv_map_parse(text, l, why, sizeof(why)), 0);
 	EXPECT_TRUE(memcmp(l->owner, m->owner, sizeof(m->owner)) == 0);
 	EXPECT_EQ(rkv_map_format(m, text, 10), -ENOSPC);
+	/* replicas: parsed, formatted, placed; bad counts refused */
+	EXPECT_EQ(rkv_map_parse("epoch 3\nreplicas 2\na tcp://h:1\n"
+				"b tcp://h:2\nc tcp://h:3\n", m, why,
+				sizeof(why)), 0);
+	EXPECT_EQ(m->replicas, 2);
+	EXPECT_EQ(rkv_map_r(m), 2);
+	n = rkv_map_format(m, text, sizeof(text));
+	EXPECT_STREQ(text, "epoch 3\nreplicas 2\na tcp://h:1\nb tcp://h:2\n"
+		     "c tcp://h:3\n");
+	EXPECT_EQ(rkv_map_parse(text, l, why, sizeof(why)), 0);
+	EXPECT_TRUE(memcmp(l->rep, m->rep, sizeof(m->rep)) == 0);
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		EXPECT_TRUE(m->rep[p][0] != m->rep[p][1]);
+	EXPECT_EQ(rkv_map_parse("a tcp://h:1\n", m, why, sizeof(why)), 0);
+	EXPECT_EQ(rkv_map_r(m), 1);
+	n = rkv_map_format(m, text, sizeof(text));
+	EXPECT_STREQ(text, "a tcp://h:1\n");
+	expect_parse_error("replicas 3\na tcp://h:1\nb tcp://h:2\n",
+			   "replicas 3, but only 2 servers are listed");
+	expect_parse_error("replicas 0\na tcp://h:1\n",
+			   "line 1: '0' is not a replica count (1 to 3)");
+	expect_parse_error("replicas 4\na tcp://h:1\n", "not a replica count");
+	expect_parse_error("replicas 22\na tcp://h:1\n", "not a replica count");
+	expect_parse_error("a tcp://h:1\nreplicas 2\n",
+			   "line 2: 'replicas' must come once");
+	expect_parse_error("replicas 1\nreplicas 1\na tcp://h:1\n",
+			   "'replicas' must come once");
 	free(m);
 	free(l);
 }
@@ -286,6 +424,7 @@ int main(int argc, char **argv)
 	rkv_test_init(argc, argv, 60);
 	RKV_TEST(t_order);
 	RKV_TEST(t_movement);
+	RKV_TEST(t_replicas);
 	RKV_TEST(t_balance);
 	RKV_TEST(t_names);
 	RKV_TEST(t_parse);
