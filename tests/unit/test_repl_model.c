@@ -37,9 +37,13 @@
  * real-time order in the history is kept as "completed before" bit masks,
  * so equal states meet whatever the path.
  *
+ * An rmw is a put whose value is computed from what it read under the
+ * lock; every lock it takes is a new attempt with a new value.
+ *
  * Broken variants (release before the backups, a backup install without
- * the sequence check, no fence) must each be caught: the check is shown to
- * fail on bad protocols, not only to pass on this one.
+ * the sequence check, no fence, a writer that simply starts again after a
+ * failover) must each be caught: the check is shown to fail on bad
+ * protocols, not only to pass on this one.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -67,6 +71,7 @@ struct scen {
 	unsigned kills;          /* writer crashes allowed */
 	unsigned steals;         /* lock steals allowed */
 	enum bug bug;
+	unsigned rmw;            /* bit wi * OPS_MAX + op: that op is an rmw */
 };
 
 struct rep {
@@ -92,15 +97,24 @@ struct wr {
 	uint8_t hist;
 	uint8_t seen_lock;
 	uint8_t installed;       /* some backup took this op's value */
-	uint8_t pad[3];
+	uint8_t val;             /* the value this attempt writes */
+	uint8_t pad[2];
 };
 
+#define ATT_MAX 4        /* attempts of one rmw (each reads, then writes) */
+
+enum hkind { H_GET, H_PUT, H_RMW };
+
 struct hent {
-	uint8_t put;             /* 1 put, 0 get */
-	uint8_t val;             /* put: the value; get: what it returned */
+	uint8_t kind;            /* enum hkind */
+	uint8_t val;             /* put: the value; get: what it returned;
+				  * rmw: the value of the attempt that took
+				  * effect (done) */
 	uint8_t done;
-	uint8_t used;
+	uint8_t eff;             /* rmw, done: that attempt */
 	uint16_t before;         /* ops completed before this one began */
+	uint8_t natt;            /* rmw: attempts made */
+	uint8_t att_old[ATT_MAX];/* what each read under the lock */
 };
 
 struct state {
@@ -139,6 +153,12 @@ static int usable(const struct state *s, unsigned i, uint8_t e)
 
 /* -------------------------------------------------------- linearizable */
 
+/* the value rmw attempt k of history entry i writes */
+static uint8_t att_val(unsigned i, unsigned k)
+{
+	return (uint8_t)(32 + i * ATT_MAX + k);
+}
+
 static int lin_rec(const struct hent *h, unsigned n, uint16_t placed,
 		   uint8_t cur)
 {
@@ -150,21 +170,35 @@ static int lin_rec(const struct hent *h, unsigned n, uint16_t placed,
 	if (all)
 		return 1;
 	for (unsigned i = 0; i < n; i++) {
+		uint16_t with = (uint16_t)(placed | (1u << i));
+
 		if (placed & (1u << i))
 			continue;
-		if (!h[i].done && !h[i].put)
+		if (!h[i].done && h[i].kind == H_GET)
 			continue;
 		/* i may go next only if every op that finished before it began
 		 * is placed */
 		if ((h[i].before & ~placed) != 0)
 			continue;
-		if (h[i].put) {
-			if (lin_rec(h, n, (uint16_t)(placed | (1u << i)),
-				    h[i].val))
+		switch (h[i].kind) {
+		case H_PUT:
+			if (lin_rec(h, n, with, h[i].val))
 				return 1;
-		} else if (h[i].val == cur) {
-			if (lin_rec(h, n, (uint16_t)(placed | (1u << i)), cur))
+			break;
+		case H_GET:
+			if (h[i].val == cur && lin_rec(h, n, with, cur))
 				return 1;
+			break;
+		case H_RMW:
+			/* done: the attempt that took effect; pending: any */
+			for (unsigned k = 0; k < h[i].natt; k++) {
+				if (h[i].done && k != h[i].eff)
+					continue;
+				if (h[i].att_old[k] == cur &&
+				    lin_rec(h, n, with, att_val(i, k)))
+					return 1;
+			}
+			break;
 		}
 	}
 	return 0;
@@ -177,14 +211,14 @@ static int linearizable(const struct state *s)
 
 /* ------------------------------------------------------------ history */
 
-static unsigned h_begin(struct state *s, int put, uint8_t val)
+static unsigned h_begin(struct state *s, enum hkind kind, uint8_t val)
 {
 	unsigned i = s->nh++;
 
-	s->h[i].put = (uint8_t)put;
+	s->h[i].kind = (uint8_t)kind;
 	s->h[i].val = val;
 	s->h[i].done = 0;
-	s->h[i].used = 1;
+	s->h[i].natt = 0;
 	s->h[i].before = s->completed;
 	return i;
 }
@@ -242,7 +276,10 @@ static void fail(struct ctx *x, const struct state *s, const char *why)
 			      s->rep[i].ver, s->rep[i].lock ? " L" : "");
 	for (unsigned i = 0; i < s->nh && n < (int)sizeof(x->first); i++)
 		n += snprintf(x->first + n, sizeof(x->first) - (size_t)n,
-			      "; %s %u%s", s->h[i].put ? "put" : "get",
+			      "; %s %u%s",
+			      s->h[i].kind == H_PUT   ? "put"
+			      : s->h[i].kind == H_RMW ? "rmw"
+						      : "get",
 			      s->h[i].val, s->h[i].done ? "" : " (pending)");
 }
 
@@ -296,6 +333,47 @@ static void w_new_map(struct state *s, struct wr *w)
 	w->pc = w->installed ? W_CHECK : W_LOCK;
 }
 
+/* An rmw reads the value under the lock it is taking (the lock CAS and
+ * the block READ share a doorbell) and computes a new value: a new
+ * attempt each time it locks.  0 when it has used its attempts. */
+static int rmw_attempt(struct state *s, struct wr *w)
+{
+	struct hent *h = &s->h[w->hist];
+	unsigned p = prim(w->epoch);
+
+	if (h->kind != H_RMW)
+		return 1;
+	if (h->natt >= ATT_MAX)
+		return 0;
+	h->att_old[h->natt] = s->rep[p].val;
+	w->val = att_val(w->hist, h->natt);
+	h->natt++;
+	return 1;
+}
+
+/* the op of w took effect with the value val: which attempt */
+static void w_done(struct state *s, struct wr *w, uint8_t val)
+{
+	struct hent *h = &s->h[w->hist];
+
+	if (h->kind == H_RMW)
+		h->eff = (uint8_t)(val - att_val(w->hist, 0));
+	h_end(s, w->hist, val);
+}
+
+/* val was written by an attempt of w's current op */
+static int w_wrote(const struct state *s, const struct wr *w, uint8_t val)
+{
+	const struct hent *h = &s->h[w->hist];
+
+	if (h->kind != H_RMW)
+		return val == h->val;
+	for (unsigned k = 0; k < h->natt; k++)
+		if (val == att_val(w->hist, k))
+			return 1;
+	return 0;
+}
+
 /* the writer's step; returns 0 when it cannot move now */
 static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 {
@@ -311,8 +389,12 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		}
 		w->epoch = s->epoch;
 		w->installed = 0;
-		w->hist = (uint8_t)h_begin(s, 1, (uint8_t)(1 + wi * OPS_MAX +
-							   w->op));
+		if (sc->rmw & (1u << (wi * OPS_MAX + w->op))) {
+			w->hist = (uint8_t)h_begin(s, H_RMW, 0);
+		} else {
+			w->val = (uint8_t)(1 + wi * OPS_MAX + w->op);
+			w->hist = (uint8_t)h_begin(s, H_PUT, w->val);
+		}
 		w->pc = W_LOCK;
 		return 1;
 	case W_LOCK:
@@ -325,6 +407,8 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		}
 		if (s->rep[p].lock)
 			return 0;                    /* steals: see explore() */
+		if (!rmw_attempt(s, w))
+			return 0;
 		s->rep[p].lock = 1;
 		w->seq = s->rep[p].ver;
 		w->b = 0;
@@ -361,7 +445,7 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		}
 		if (s->rep[b].val == w->seen_val && s->rep[b].ver == w->seen_ver &&
 		    s->rep[b].lock == w->seen_lock) {
-			s->rep[b].val = s->h[w->hist].val;
+			s->rep[b].val = w->val;
 			s->rep[b].ver = w->seq;
 			s->rep[b].vseq = w->seq;
 			s->rep[b].lock = 0;
@@ -380,17 +464,17 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 			return 1;
 		}
 		if (s->rep[p].lock && s->rep[p].ver == w->seq) {
-			s->rep[p].val = s->h[w->hist].val;
+			s->rep[p].val = w->val;
 			s->rep[p].ver = (uint16_t)(w->seq + 1);
 			s->rep[p].vseq = w->seq;
 			s->rep[p].lock = 0;
 			if (sc->bug == BUG_RELEASE_FIRST) {
 				w->b = 0;
 				w->pc = W_READB;     /* backups after the ack */
-				h_end(s, w->hist, s->h[w->hist].val);
+				w_done(s, w, w->val);
 				return 1;
 			}
-			h_end(s, w->hist, s->h[w->hist].val);
+			w_done(s, w, w->val);
 			w->op++;
 			w->pc = W_IDLE;
 		} else {
@@ -411,8 +495,8 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		}
 		/* its own block is current: it took effect; else the outcome
 		 * is unknown (the op fails, "may have taken effect") */
-		if (s->rep[p].val == s->h[w->hist].val)
-			h_end(s, w->hist, s->h[w->hist].val);
+		if (w_wrote(s, w, s->rep[p].val))
+			w_done(s, w, s->rep[p].val);
 		w->op++;
 		w->pc = W_IDLE;
 		return 1;
@@ -476,7 +560,7 @@ static void finish(struct ctx *x, const struct state *s0)
 	x->ends++;
 	if (s.coord || !s.rep[p].alive)
 		return;
-	unsigned i = h_begin(&s, 0, 0);
+	unsigned i = h_begin(&s, H_GET, 0);
 
 	h_end(&s, i, s.rep[p].val);
 	if (!linearizable(&s))
@@ -504,6 +588,8 @@ static void explore(struct ctx *x, const struct state *s)
 		    t.rep[prim(t.w[wi].epoch)].lock) {
 			unsigned p = prim(t.w[wi].epoch);
 
+			if (!rmw_attempt(&t, &t.w[wi]))
+				goto no_steal;
 			t.rep[p].ver++;
 			t.w[wi].seq = t.rep[p].ver;
 			t.w[wi].b = 0;
@@ -513,6 +599,7 @@ static void explore(struct ctx *x, const struct state *s)
 			next(x, &t);
 			moved = 1;
 		}
+no_steal:
 		/* the writer crashes: its op stays pending for ever */
 		t = *s;
 		if (s->kills < sc->kills && t.w[wi].pc != W_DONE &&
@@ -529,7 +616,7 @@ static void explore(struct ctx *x, const struct state *s)
 		unsigned p = prim(t.rd_epoch);
 
 		if (usable(&t, p, t.rd_epoch)) {
-			unsigned i = h_begin(&t, 0, 0);
+			unsigned i = h_begin(&t, H_GET, 0);
 
 			h_end(&t, i, t.rep[p].val);
 			t.rd_n++;
@@ -586,10 +673,13 @@ static int run(const struct scen *sc, struct ctx *x)
 }
 
 static const struct scen good[] = {
-	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK },
-	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK },
-	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK },
-	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK },
+	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0 },
+	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0 },
+	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0 },
+	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0 },
+	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5 },
+	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5 },
+	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5 },
 };
 
 static void t_protocol(void)
@@ -604,10 +694,13 @@ static void t_protocol(void)
 }
 
 static const struct scen bad[] = {
-	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST },
-	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK },
-	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE },
-	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY },
+	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST, 0 },
+	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK,
+	  0 },
+	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0 },
+	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0 },
+	{ "bug: blind retry of rmws", 2, { 1, 1 }, 1, 0, 0, BUG_BLIND_RETRY,
+	  0x5 },
 };
 
 /* each broken protocol is caught */
@@ -627,17 +720,34 @@ static void t_checker(void)
 	struct state s;
 
 	memset(&s, 0, sizeof(s));
-	h_end(&s, h_begin(&s, 1, 5), 5);
-	h_end(&s, h_begin(&s, 0, 0), 5);
+	h_end(&s, h_begin(&s, H_PUT, 5), 5);
+	h_end(&s, h_begin(&s, H_GET, 0), 5);
 	EXPECT_TRUE(linearizable(&s));
-	h_end(&s, h_begin(&s, 0, 0), 0);      /* the old value after 5 */
+	h_end(&s, h_begin(&s, H_GET, 0), 0);  /* the old value after 5 */
 	EXPECT_TRUE(!linearizable(&s));
 
 	memset(&s, 0, sizeof(s));
-	(void)h_begin(&s, 1, 7);              /* pending put */
-	h_end(&s, h_begin(&s, 0, 0), 7);
-	h_end(&s, h_begin(&s, 0, 0), 0);      /* 7 then 0: no */
+	(void)h_begin(&s, H_PUT, 7);          /* pending put */
+	h_end(&s, h_begin(&s, H_GET, 0), 7);
+	h_end(&s, h_begin(&s, H_GET, 0), 0);  /* 7 then 0: no */
 	EXPECT_TRUE(!linearizable(&s));
+
+	/* two rmws that both read 0 and both took effect: a lost update */
+	memset(&s, 0, sizeof(s));
+	for (unsigned i = 0; i < 2; i++) {
+		unsigned h = h_begin(&s, H_RMW, 0);
+
+		s.h[h].att_old[0] = 0;
+		s.h[h].natt = 1;
+		s.h[h].eff = 0;
+		h_end(&s, h, att_val(h, 0));
+	}
+	EXPECT_TRUE(!linearizable(&s));
+	s.h[1].att_old[1] = att_val(0, 0);    /* the second one's retry */
+	s.h[1].natt = 2;
+	s.h[1].eff = 1;
+	s.h[1].val = att_val(1, 1);
+	EXPECT_TRUE(linearizable(&s));
 }
 
 int main(int argc, char **argv)
