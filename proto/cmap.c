@@ -15,7 +15,6 @@
 #define SEED_NAME 0x9fb21c651e98df25ull
 #define PART_MIX 0x9e3779b97f4a7c15ull
 
-
 static int name_char(int ch)
 {
 	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||

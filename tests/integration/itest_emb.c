@@ -428,23 +428,37 @@ static int sgd_table(struct pc *p, const char *name)
 	return rkv_emb_create(p->ps, name, &c);
 }
 
-/* 6 processes pushing the same rows: no step lost or doubled. */
-static void t_concurrent(void)
+/* nproc processes make `pushes` pushes each to the same rows of table
+ * name on two servers (started with extra), while `pauses` times one of
+ * them is SIGSTOPped for 600 ms (past lease 50 ms + grace 300 ms when
+ * extra sets them), perhaps holding a row's lock; then every row must
+ * hold exactly nproc * pushes steps. */
+static void pushers_exact(const char *name, const char **extra,
+			  unsigned nproc, unsigned pushes, unsigned pauses)
 {
-	const unsigned nproc = 6, pushes = g_verbs ? 10 : 40;
 	struct test_srv s[2];
 	struct pc p;
 	char list[512];
-	pid_t pid[6];
+	pid_t pid[8];
 	uint64_t lo, hi;
 
-	ASSERT_EQ(servers(s, 2, NULL, list, sizeof(list)), 0);
+	ASSERT_TRUE(nproc <= 8);
+	ASSERT_EQ(servers(s, 2, extra, list, sizeof(list)), 0);
 	ASSERT_EQ(pc_open(&p, list, 0), 0);
-	ASSERT_EQ(sgd_table(&p, "cc"), 0);
+	ASSERT_EQ(sgd_table(&p, name), 0);
 	for (unsigned i = 0; i < nproc; i++) {
 		pid[i] = fork();
 		if (pid[i] == 0)
-			push_child(list, "cc", pushes, -1);
+			push_child(list, name, pushes, -1);
+	}
+	srand(13);
+	for (unsigned round = 0; round < pauses; round++) {
+		unsigned i = round % nproc;
+
+		usleep((useconds_t)(20000 + rand() % 60000));
+		kill(pid[i], SIGSTOP);
+		usleep(600000);
+		kill(pid[i], SIGCONT);
 	}
 	for (unsigned i = 0; i < nproc; i++) {
 		int st = -1;
@@ -452,13 +466,20 @@ static void t_concurrent(void)
 		waitpid(pid[i], &st, 0);
 		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	EXPECT_EQ(rows_consistent(&p, "cc", &lo, &hi), 0);
-	printf("#   %u x %u pushes: rows hold %llu..%llu steps\n", nproc,
-	       pushes, (unsigned long long)lo, (unsigned long long)hi);
+	EXPECT_EQ(rows_consistent(&p, name, &lo, &hi), 0);
+	printf("#   %u x %u pushes, %u pauses of 600 ms: rows hold "
+	       "%llu..%llu steps\n", nproc, pushes, pauses,
+	       (unsigned long long)lo, (unsigned long long)hi);
 	EXPECT_EQ(lo, nproc * pushes);
 	EXPECT_EQ(hi, nproc * pushes);
 	pc_close(&p);
 	stop_all(s, 2);
+}
+
+/* 6 processes pushing the same rows: no step lost or doubled. */
+static void t_concurrent(void)
+{
+	pushers_exact("cc", NULL, 6, g_verbs ? 10 : 40, 0);
 }
 
 /* Pushers killed in the middle: each row is whole steps, every
@@ -517,44 +538,8 @@ static void t_killed(void)
 static void t_paused(void)
 {
 	const char *extra[] = { "--lease", "50", "--grace", "300", NULL };
-	const unsigned nproc = 3, pushes = g_verbs ? 40 : 150;
-	struct test_srv s[2];
-	struct pc p;
-	char list[512];
-	pid_t pid[3];
-	uint64_t lo, hi;
 
-	ASSERT_EQ(servers(s, 2, extra, list, sizeof(list)), 0);
-	ASSERT_EQ(pc_open(&p, list, 0), 0);
-	ASSERT_EQ(sgd_table(&p, "pause"), 0);
-	for (unsigned i = 0; i < nproc; i++) {
-		pid[i] = fork();
-		if (pid[i] == 0)
-			push_child(list, "pause", pushes, -1);
-	}
-	srand(13);
-	for (unsigned round = 0; round < 4; round++) {
-		unsigned i = round % nproc;
-
-		usleep((useconds_t)(20000 + rand() % 60000));
-		kill(pid[i], SIGSTOP);
-		usleep(600000); /* > lease 50 ms + grace 300 ms */
-		kill(pid[i], SIGCONT);
-	}
-	for (unsigned i = 0; i < nproc; i++) {
-		int st = -1;
-
-		waitpid(pid[i], &st, 0);
-		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
-	EXPECT_EQ(rows_consistent(&p, "pause", &lo, &hi), 0);
-	printf("#   %u x %u pushes, 4 pauses of 600 ms: rows hold %llu..%llu "
-	       "steps\n", nproc, pushes, (unsigned long long)lo,
-	       (unsigned long long)hi);
-	EXPECT_EQ(lo, nproc * pushes);
-	EXPECT_EQ(hi, nproc * pushes);
-	pc_close(&p);
-	stop_all(s, 2);
+	pushers_exact("pause", extra, 3, g_verbs ? 40 : 150, 4);
 }
 
 /* Generations, delete, forged rows, and bad input. */
