@@ -16,7 +16,9 @@
  * A put of value v by a writer of map epoch e (primary P = the first
  * replica of the map, backups B):
  *   1. lock P: CAS w -> w|LOCK; its sequence s = w.version.  Or steal a
- *      locked word: CAS w|LOCK -> (w.version+1)|LOCK, s = w.version+1;
+ *      locked word: CAS w|LOCK -> (w.version+1)|LOCK, s = w.version+1
+ *      (versions here are unbounded: the real ones are 64-bit, in the
+ *      block headers; BUG_SEQ_WRAP shows why a small one will not do);
  *   2. for each backup b, until installed: READ b; b.version >= s: done
  *      (ours, or a newer holder's); else CAS b -> {v, s};
  *   3. release: CAS P {.., s, LOCK} -> {v, s+1}; success acknowledges.
@@ -38,11 +40,17 @@
  * so equal states meet whatever the path.
  *
  * An rmw is a put whose value is computed from what it read under the
- * lock; every lock it takes is a new attempt with a new value.
+ * lock; every lock it takes is a new attempt with a new value.  A delete
+ * is a put of 0 ("absent"): a tombstone, which keeps its sequence.  In a
+ * fresh scenario the key has no slot at first: the first writer takes a
+ * tentative slot on the primary and commits it as a locked tombstone of
+ * sequence 1, then installs and releases as above; a waiter may clear a
+ * tentative slot whose inserter looks dead.
  *
  * Broken variants (release before the backups, a backup install without
  * the sequence check, no fence, a writer that simply starts again after a
- * failover) must each be caught: the check is shown to fail on bad
+ * failover, a delete that empties backups, sequences that wrap, an insert
+ * that commits its value at once) must each be caught: the check is shown to fail on bad
  * protocols, not only to pass on this one.
  */
 #include <stdint.h>
@@ -60,8 +68,12 @@
 
 enum bug {
 	OK = 0, BUG_RELEASE_FIRST, BUG_NO_SEQ_CHECK, BUG_NO_FENCE,
-	BUG_BLIND_RETRY
+	BUG_BLIND_RETRY, BUG_DEL_EMPTIES, BUG_SEQ_WRAP, BUG_INS_VALUE
 };
+
+/* BUG_SEQ_WRAP compares sequences as serial numbers of this many values
+ * (the slot word's 8-bit version is one of 256) */
+#define WRAP 4
 
 struct scen {
 	const char *name;
@@ -72,19 +84,27 @@ struct scen {
 	unsigned steals;         /* lock steals allowed */
 	enum bug bug;
 	unsigned rmw;            /* bit wi * OPS_MAX + op: that op is an rmw */
+	unsigned dels;           /* ... that op is a delete */
+	int fresh;               /* the key has no slot anywhere at first:
+				  * the first write inserts it */
 };
 
 struct rep {
 	uint8_t alive;
+	uint8_t present;         /* the key has a slot word here (a backup
+				  * without one reads as sequence 0) */
+	uint8_t tent;            /* primary: writer + 1 holding a tentative
+				  * slot for the absent key (0: none) */
 	uint8_t fence;           /* ops of epochs below this fail */
 	uint8_t val;
 	uint8_t lock;
 	uint16_t ver;
 	uint16_t vseq;           /* model only: the sequence of val */
+	uint8_t pad[2];
 };
 
-enum wpc { W_IDLE, W_LOCK, W_READB, W_CASB, W_RELEASE, W_CHECK, W_DONE,
-	   W_DEAD };
+enum wpc { W_IDLE, W_LOCK, W_COMMIT, W_READB, W_CASB, W_RELEASE, W_CHECK,
+	   W_DONE, W_DEAD };
 
 struct wr {
 	uint8_t pc;
@@ -103,7 +123,7 @@ struct wr {
 
 #define ATT_MAX 4        /* attempts of one rmw (each reads, then writes) */
 
-enum hkind { H_GET, H_PUT, H_RMW };
+enum hkind { H_GET, H_PUT, H_RMW, H_DEL };
 
 struct hent {
 	uint8_t kind;            /* enum hkind */
@@ -182,6 +202,7 @@ static int lin_rec(const struct hent *h, unsigned n, uint16_t placed,
 			continue;
 		switch (h[i].kind) {
 		case H_PUT:
+		case H_DEL:             /* a put of "absent" (0) */
 			if (lin_rec(h, n, with, h[i].val))
 				return 1;
 			break;
@@ -279,6 +300,7 @@ static void fail(struct ctx *x, const struct state *s, const char *why)
 			      "; %s %u%s",
 			      s->h[i].kind == H_PUT   ? "put"
 			      : s->h[i].kind == H_RMW ? "rmw"
+			      : s->h[i].kind == H_DEL ? "del"
 						      : "get",
 			      s->h[i].val, s->h[i].done ? "" : " (pending)");
 }
@@ -374,6 +396,24 @@ static int w_wrote(const struct state *s, const struct wr *w, uint8_t val)
 	return 0;
 }
 
+/* w's map names a replica it cannot use: 0 (cannot move) until a newer
+ * map is published, then 1, on to that map */
+static int w_away(struct state *s, struct wr *w)
+{
+	if (s->epoch == w->epoch)
+		return 0;
+	w_new_map(s, w);
+	return 1;
+}
+
+/* a >= b for sequences; BUG_SEQ_WRAP: as serial numbers modulo WRAP */
+static int seq_ge(const struct scen *sc, unsigned a, unsigned b)
+{
+	if (sc->bug == BUG_SEQ_WRAP)
+		return ((a - b) % WRAP) < WRAP / 2;
+	return a >= b;
+}
+
 /* the writer's step; returns 0 when it cannot move now */
 static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 {
@@ -391,6 +431,9 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		w->installed = 0;
 		if (sc->rmw & (1u << (wi * OPS_MAX + w->op))) {
 			w->hist = (uint8_t)h_begin(s, H_RMW, 0);
+		} else if (sc->dels & (1u << (wi * OPS_MAX + w->op))) {
+			w->val = 0;          /* a tombstone: "absent" */
+			w->hist = (uint8_t)h_begin(s, H_DEL, 0);
 		} else {
 			w->val = (uint8_t)(1 + wi * OPS_MAX + w->op);
 			w->hist = (uint8_t)h_begin(s, H_PUT, w->val);
@@ -399,20 +442,48 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		return 1;
 	case W_LOCK:
 		p = prim(w->epoch);
-		if (!usable(s, p, w->epoch)) {
-			if (s->epoch == w->epoch)
-				return 0;            /* wait for the next map */
-			w_new_map(s, w);
-			return 1;
-		}
-		if (s->rep[p].lock)
+		if (!usable(s, p, w->epoch))
+			return w_away(s, w);
+		if (s->rep[p].lock || s->rep[p].tent)
 			return 0;                    /* steals: see explore() */
 		if (!rmw_attempt(s, w))
 			return 0;
+		if (!s->rep[p].present) {
+			/* no slot: insert one, tentative (§6 makes it the
+			 * only one), committed as a locked tombstone */
+			s->rep[p].tent = (uint8_t)(wi + 1);
+			w->pc = W_COMMIT;
+			return 1;
+		}
 		s->rep[p].lock = 1;
 		w->seq = s->rep[p].ver;
 		w->b = 0;
 		w->pc = sc->bug == BUG_RELEASE_FIRST ? W_RELEASE : W_READB;
+		return 1;
+	case W_COMMIT:
+		p = prim(w->epoch);
+		if (!usable(s, p, w->epoch))
+			return w_away(s, w);
+		if (s->rep[p].tent != wi + 1) {
+			w->pc = W_LOCK;              /* cleared: again */
+			return 1;
+		}
+		/* tentative -> {tombstone, version 1, LOCK}: readers see the
+		 * key absent until the release */
+		s->rep[p].tent = 0;
+		s->rep[p].present = 1;
+		s->rep[p].val = 0;
+		s->rep[p].ver = 1;
+		s->rep[p].vseq = 0;
+		s->rep[p].lock = 1;
+		if (x->sc->bug == BUG_INS_VALUE) {
+			/* r=1's insert: the slot names the new value at once */
+			s->rep[p].val = w->val;
+			s->rep[p].vseq = 1;
+		}
+		w->seq = 1;
+		w->b = 0;
+		w->pc = W_READB;
 		return 1;
 	case W_READB:
 	case W_CASB: {
@@ -427,17 +498,14 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 			return 1;
 		}
 		if (!s->rep[b].alive ||
-		    (sc->bug != BUG_NO_FENCE && s->rep[b].fence > w->epoch)) {
-			if (s->epoch == w->epoch)
-				return 0;
-			w_new_map(s, w);
-			return 1;
-		}
+		    (sc->bug != BUG_NO_FENCE && s->rep[b].fence > w->epoch))
+			return w_away(s, w);
 		if (w->pc == W_READB) {
 			w->seen_val = s->rep[b].val;
 			w->seen_ver = s->rep[b].ver;
 			w->seen_lock = s->rep[b].lock;
-			if (sc->bug != BUG_NO_SEQ_CHECK && w->seen_ver >= w->seq)
+			if (sc->bug != BUG_NO_SEQ_CHECK &&
+			    seq_ge(sc, w->seen_ver, w->seq))
 				w->b++;              /* ours or newer: done */
 			else
 				w->pc = W_CASB;
@@ -449,6 +517,11 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 			s->rep[b].ver = w->seq;
 			s->rep[b].vseq = w->seq;
 			s->rep[b].lock = 0;
+			if (w->val == 0 && sc->bug == BUG_DEL_EMPTIES) {
+				/* an emptied slot word: no sequence left */
+				s->rep[b].ver = 0;
+				s->rep[b].vseq = 0;
+			}
 			w->installed = 1;
 			w->b++;
 		}
@@ -457,12 +530,8 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 	}
 	case W_RELEASE:
 		p = prim(w->epoch);
-		if (!usable(s, p, w->epoch)) {
-			if (s->epoch == w->epoch)
-				return 0;
-			w_new_map(s, w);
-			return 1;
-		}
+		if (!usable(s, p, w->epoch))
+			return w_away(s, w);
 		if (s->rep[p].lock && s->rep[p].ver == w->seq) {
 			s->rep[p].val = w->val;
 			s->rep[p].ver = (uint16_t)(w->seq + 1);
@@ -546,6 +615,7 @@ static int coord_step(const struct ctx *x, struct state *s, unsigned what)
 		s->rep[i].ver = (uint16_t)(i == np ? m + 2 : m + 1);
 		s->rep[i].vseq = (uint16_t)(m + 1);
 		s->rep[i].lock = 0;
+		s->rep[i].present = 1;
 	}
 	s->epoch++;
 	s->coord = 0;
@@ -600,6 +670,17 @@ static void explore(struct ctx *x, const struct state *s)
 			moved = 1;
 		}
 no_steal:
+		/* ... or clears a tentative slot whose inserter looks dead
+		 * (§6: after a lease), then inserts its own */
+		t = *s;
+		if (s->steals < sc->steals && t.w[wi].pc == W_LOCK &&
+		    usable(&t, prim(t.w[wi].epoch), t.w[wi].epoch) &&
+		    t.rep[prim(t.w[wi].epoch)].tent) {
+			t.rep[prim(t.w[wi].epoch)].tent = 0;
+			t.steals++;
+			next(x, &t);
+			moved = 1;
+		}
 		/* the writer crashes: its op stays pending for ever */
 		t = *s;
 		if (s->kills < sc->kills && t.w[wi].pc != W_DONE &&
@@ -643,10 +724,16 @@ no_steal:
 static int run(const struct scen *sc, struct ctx *x)
 {
 	struct state s;
+	const char *only = getenv("RKV_MODEL_ONLY"); /* a name's substring */
 
 	memset(x, 0, sizeof(*x));
+	if (only && !strstr(sc->name, only)) {
+		x->ends = 1;
+		x->violations = sc->bug != OK;
+		return 0;
+	}
 	x->sc = sc;
-	x->seen_cap = (size_t)1 << 23;
+	x->seen_cap = (size_t)1 << 24;
 	x->seen = calloc(x->seen_cap, sizeof(uint64_t));
 	if (!x->seen)
 		return -1;
@@ -654,7 +741,10 @@ static int run(const struct scen *sc, struct ctx *x)
 	for (unsigned i = 0; i < sc->r; i++) {
 		s.rep[i].alive = 1;
 		s.rep[i].fence = 1;
-		s.rep[i].ver = i == 0 ? 1 : 0;   /* primary ver = seq + 1 */
+		/* a tombstone everywhere (primary ver = seq + 1), or no slot
+		 * anywhere */
+		s.rep[i].present = !sc->fresh;
+		s.rep[i].ver = i == 0 && !sc->fresh ? 1 : 0;
 	}
 	s.epoch = 1;
 	s.rd_epoch = 1;
@@ -673,13 +763,25 @@ static int run(const struct scen *sc, struct ctx *x)
 }
 
 static const struct scen good[] = {
-	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0 },
-	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0 },
-	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0 },
-	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0 },
-	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5 },
-	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5 },
-	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5 },
+	/* name, r, ops, failures, crashes, steals, bug, rmws, dels, fresh */
+	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 0 },
+	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0, 0,
+	  0 },
+	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0, 0, 0 },
+	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0, 0 },
+	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5, 0, 0 },
+	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5, 0, 0 },
+	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0, 0 },
+	{ "r=2, put+del and put", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0x2, 0 },
+	{ "r=2, del and rmw, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x4, 0x1,
+	  0 },
+	{ "r=3, del and put, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0x1,
+	  0 },
+	{ "r=2, new key: 2+1 puts", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 1 },
+	{ "r=2, new key: rmw, del+put", 2, { 1, 2 }, 1, 1, 1, OK, 0x1, 0x4,
+	  1 },
+	{ "r=3, new key: 2 rmws, 2 fails", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0,
+	  1 },
 };
 
 static void t_protocol(void)
@@ -694,13 +796,19 @@ static void t_protocol(void)
 }
 
 static const struct scen bad[] = {
-	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST, 0 },
-	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK,
+	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST, 0, 0,
 	  0 },
-	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0 },
-	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0 },
+	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK,
+	  0, 0, 0 },
+	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0, 0, 0 },
+	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0, 0, 0 },
 	{ "bug: blind retry of rmws", 2, { 1, 1 }, 1, 0, 0, BUG_BLIND_RETRY,
-	  0x5 },
+	  0x5, 0, 0 },
+	{ "bug: delete empties backups", 2, { 1, 1 }, 1, 1, 1,
+	  BUG_DEL_EMPTIES, 0, 0x4, 0 },
+	{ "bug: sequences wrap", 2, { 1, 2 }, 1, 0, 1, BUG_SEQ_WRAP, 0, 0, 0 },
+	{ "bug: insert shows its value", 2, { 1, 1 }, 1, 0, 0, BUG_INS_VALUE,
+	  0, 0, 1 },
 };
 
 /* each broken protocol is caught */
