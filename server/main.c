@@ -10,10 +10,13 @@
  * configuration is printed only once the server is up.  Whatever happens
  * after that goes through rkv_log (common/log.h: its sink, its format).
  *
- * The loop spins while there is work and sleeps IDLE_SLEEP_US once it has
- * been idle for IDLE_SPINS passes: the CPU serves only the control plane,
- * never a get or put, so a short sleep costs clients nothing but the
- * latency of a chunk grant.
+ * The loop spins while there is work and for --idle-spin after it, then
+ * blocks (rkv_srv_wait) on the CQ, the listener and the metrics sockets,
+ * waking at least every WAIT_MS for the timers (grace, handshakes): the
+ * CPU serves only the control plane, never a get or put, so an idle
+ * server costs next to nothing and a blocked one answers the first
+ * message after a wake-up (docs/DESIGN.md §4 has the figures).  Where the
+ * provider cannot block it naps NAP_US between passes instead.
  *
  * --data-memory gpu[:N] is checked first (driver, device): when the GPU
  * cannot be used the server prints one line naming the cause and exits 1
@@ -34,8 +37,8 @@
 #include "rtime.h"
 #include "server_internal.h"
 
-#define IDLE_SPINS 64
-#define IDLE_SLEEP_US 150
+#define WAIT_MS 20
+#define NAP_US 150
 
 static volatile sig_atomic_t g_stop;
 
@@ -60,15 +63,19 @@ static int setup_signals(void)
 	return 0;
 }
 
-static int run(struct rkv_srv *srv, struct rkv_srv_metrics *metrics)
+static int run(struct rkv_srv *srv, struct rkv_srv_metrics *metrics,
+	       uint64_t spin_us)
 {
-	const struct timespec nap = { 0, IDLE_SLEEP_US * 1000L };
-	unsigned idle = 0;
-	uint64_t last_ms = 0;
+	const struct timespec nap = { 0, NAP_US * 1000L };
+	struct pollfd fds[RKV_CQ_WAIT_FDS - 1];
+	uint64_t last_ms = 0, busy_ns = rkv_now_ns();
+	const uint64_t spin_ns = spin_us * 1000u;
+	int can_block = 1;
 
 	while (!g_stop) {
 		uint64_t now = rkv_now_ms();
 		int rc = rkv_srv_poll(srv, now);
+		unsigned n;
 
 		if (rc < 0)
 			return rc;
@@ -77,14 +84,23 @@ static int run(struct rkv_srv *srv, struct rkv_srv_metrics *metrics)
 			rc += rkv_srv_metrics_poll(metrics, srv, now);
 		}
 		if (rc > 0) {
-			idle = 0;
+			busy_ns = rkv_now_ns();
 			continue;
 		}
-		if (++idle < IDLE_SPINS) {
-			rkv_cpu_relax();
+		if (rkv_now_ns() - busy_ns < spin_ns || !can_block) {
+			/* naps, not a spin: the thread that brings the next
+			 * message may need this core */
+			nanosleep(&nap, NULL);
 			continue;
 		}
-		nanosleep(&nap, NULL);
+		n = rkv_srv_metrics_fds(metrics, fds,
+					sizeof(fds) / sizeof(fds[0]));
+		rc = rkv_srv_wait(srv, fds, n, WAIT_MS * 1000u);
+		if (rc == -EOPNOTSUPP)
+			can_block = 0;
+		else if (rc < 0)
+			return rc;
+		last_ms = 0; /* what woke us may be the metrics' */
 	}
 	return 0;
 }
@@ -206,7 +222,7 @@ int main(int argc, char **argv)
 			rkv_srv_metrics_url(metrics));
 	fflush(stdout);
 
-	rc = run(srv, metrics);
+	rc = run(srv, metrics, cfg.idle_spin_us);
 	if (rc)
 		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "control loop failed: %s",
 			strerror(-rc));

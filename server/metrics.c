@@ -283,6 +283,22 @@ static void on_conn(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 	}
 }
 
+unsigned rkv_srv_metrics_fds(const struct rkv_srv_metrics *m,
+			     struct pollfd *fds, unsigned max)
+{
+	unsigned n = 0;
+
+	if (!m || !max)
+		return 0;
+	fds[n++] = (struct pollfd){ .fd = m->fd, .events = POLLIN };
+	for (int i = 0; i < METRICS_CONNS && n < max; i++)
+		if (m->c[i].fd >= 0)
+			fds[n++] = (struct pollfd){
+				.fd = m->c[i].fd,
+				.events = m->c[i].out ? POLLOUT : POLLIN };
+	return n;
+}
+
 int rkv_srv_metrics_poll(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 			 uint64_t now_ms)
 {

@@ -528,6 +528,25 @@ int rkv_srv_poll(struct rkv_srv *srv, uint64_t now_ms)
 	return work;
 }
 
+int rkv_srv_wait(struct rkv_srv *srv, struct pollfd *fds, unsigned nfds,
+		 unsigned timeout_us)
+{
+	struct pollfd all[RKV_CQ_WAIT_FDS];
+	int lfd = rkv_listener_fd(srv->listener);
+	unsigned n = 0;
+	int rc;
+
+	if (lfd >= 0)
+		all[n++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	for (unsigned i = 0; i < nfds && n < RKV_CQ_WAIT_FDS; i++)
+		all[n++] = fds[i];
+	rc = rkv_cq_wait_fds(srv->cq, all, n, timeout_us);
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i].revents = i + (lfd >= 0) < n ? all[i + (lfd >= 0)].revents
+						     : 0;
+	return rc;
+}
+
 void rkv_srv_log_summary(const struct rkv_srv *srv)
 {
 	struct rkv_space_stats st;

@@ -59,6 +59,8 @@ struct rkv_srv_config {
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
 	uint64_t lease_ms;              /* lock lease */
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
+	uint64_t idle_spin_us;          /* the loop spins this long after
+					 * work, then blocks (main.c) */
 	uint64_t chunk;                 /* default chunk bytes */
 	uint64_t max_clients;
 	uint64_t max_chunks;            /* chunk grants one client may hold */
@@ -474,6 +476,14 @@ const char *rkv_srv_describe(const struct rkv_srv *srv);
  * connections.  Returns the work done (0 = idle) or -errno when fatal.
  */
 int rkv_srv_poll(struct rkv_srv *srv, uint64_t now_ms);
+/*
+ * Block until the control plane may have work: a completion on the CQ
+ * (a client's message), a connection to accept, one of the caller's
+ * fds[0 .. nfds) ready, or timeout_us.  0 (poll again), -EOPNOTSUPP when
+ * the provider cannot block, or -errno.
+ */
+int rkv_srv_wait(struct rkv_srv *srv, struct pollfd *fds, unsigned nfds,
+		 unsigned timeout_us);
 /* metrics.c: --metrics HOST:PORT, the counters in Prometheus' text
  * format at GET /metrics.  Start: listen (0, or -errno with why); poll:
  * from the control loop, serve what came (returns the work done); url:
@@ -484,6 +494,10 @@ int rkv_srv_metrics_start(const char *hostport, struct rkv_srv_metrics **out,
 int rkv_srv_metrics_poll(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 			 uint64_t now_ms);
 const char *rkv_srv_metrics_url(const struct rkv_srv_metrics *m);
+/* The sockets the metrics poll waits on (listener, connections), with
+ * their events, into fds[0 .. max): how many. */
+unsigned rkv_srv_metrics_fds(const struct rkv_srv_metrics *m,
+			     struct pollfd *fds, unsigned max);
 void rkv_srv_metrics_stop(struct rkv_srv_metrics *m);
 /* Log the final counters (at shutdown). */
 void rkv_srv_log_summary(const struct rkv_srv *srv);

@@ -647,9 +647,12 @@ static int fake_cq_poll(struct rkv_cq *bcq, struct rkv_wc *wc, int max)
 	return n;
 }
 
-static int fake_cq_wait(struct rkv_cq *cq, unsigned timeout_us)
+static int fake_cq_wait(struct rkv_cq *cq, struct pollfd *fds,
+			unsigned nfds, unsigned timeout_us)
 {
 	(void)cq;
+	(void)fds;
+	(void)nfds;
 	(void)timeout_us;
 	return 0; /* never blocks: the caller polls again */
 }

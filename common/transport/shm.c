@@ -424,6 +424,7 @@ const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.cq_wait = sw_cq_wait,
 	.listen = shm_listen,
 	.listener_destroy = shm_listener_destroy,
+	.listener_fd = sw_listener_fd,
 	.accept = sw_accept,
 	.connect = shm_connect,
 	.ep_destroy = sw_ep_destroy,

@@ -215,7 +215,8 @@ struct sw_cq {
 int sw_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
 void sw_cq_destroy(struct rkv_cq *cq);
 int sw_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
-int sw_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
+int sw_cq_wait(struct rkv_cq *cq, struct pollfd *fds, unsigned nfds,
+	       unsigned timeout_us);
 /*
  * Queue a completion; any thread.  Returns its ticket: the completion has
  * (about) been polled once cq->consumed exceeds it, which is when shm frees
@@ -474,6 +475,8 @@ struct sw_listener {
 	pthread_cond_t cond;
 	struct sw_pend *ready_head, *ready_tail;
 	unsigned nready;
+	int ready_fd;              /* eventfd: readable while nready > 0
+				    * (set and drained under lock) */
 };
 
 /* sw_tp.c: context, handles, transport thread */
@@ -521,6 +524,8 @@ void sw_gpu_fini(struct sw_tp *tp);
 int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
 		       struct rkv_listener **out);
 void sw_listener_destroy(struct rkv_listener *l);
+int sw_listener_fd(const struct rkv_listener *l);
+void sw_listener_ready(struct sw_listener *l, bool ready);
 int sw_accept(struct rkv_listener *l, struct rkv_cq *cq, int timeout_ms,
 	      struct rkv_ep **out);
 /* Handshake on a connected socket (takes fd) and make an active endpoint. */

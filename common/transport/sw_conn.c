@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,11 @@ int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
 		goto destroy_lock;
 	l->tp = tp;
 	l->fd = fd;
+	l->ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->ready_fd < 0) {
+		rc = -errno;
+		goto destroy_cond;
+	}
 	snprintf(l->base.addr, sizeof(l->base.addr), "%s", addr);
 	pthread_mutex_lock(&tp->thr_lock);
 	rc = sw_thr_start_locked(tp);
@@ -57,6 +63,8 @@ int sw_listener_create(struct sw_tp *tp, int fd, const char *addr,
 	return 0;
 
 destroy_cond:
+	if (l->ready_fd >= 0)
+		close(l->ready_fd);
 	pthread_cond_destroy(&l->cond);
 destroy_lock:
 	pthread_mutex_destroy(&l->lock);
@@ -86,9 +94,30 @@ void sw_listener_destroy(struct rkv_listener *bl)
 		sw_pend_free(p);
 	}
 	close(l->fd);
+	close(l->ready_fd);
 	pthread_cond_destroy(&l->cond);
 	pthread_mutex_destroy(&l->lock);
 	rkv_free(l);
+}
+
+int sw_listener_fd(const struct rkv_listener *bl)
+{
+	return container_of(bl, struct sw_listener, base)->ready_fd;
+}
+
+/* The ready queue got its first connection (or lost its last): l->lock
+ * held. */
+void sw_listener_ready(struct sw_listener *l, bool ready)
+{
+	uint64_t v = 1;
+
+	if (ready) {
+		if (write(l->ready_fd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: it is readable already */
+		}
+	} else if (read(l->ready_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: it was not readable */
+	}
 }
 
 /* ------------------------------------------------------ accept and connect */
@@ -151,8 +180,10 @@ static int ready_pop(struct sw_listener *l, int timeout_ms,
 	if (!rc && l->ready_head) {
 		p = l->ready_head;
 		l->ready_head = p->next;
-		if (!l->ready_head)
+		if (!l->ready_head) {
 			l->ready_tail = NULL;
+			sw_listener_ready(l, false);
+		}
 		l->nready--;
 	}
 	pthread_mutex_unlock(&l->lock);

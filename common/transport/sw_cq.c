@@ -262,14 +262,15 @@ static bool has_wc(struct sw_cq *cq)
 
 #define WAIT_MAX_EPS 64
 
-int sw_cq_wait(struct rkv_cq *bcq, unsigned timeout_us)
+int sw_cq_wait(struct rkv_cq *bcq, struct pollfd *fds, unsigned nfds,
+	       unsigned timeout_us)
 {
 	struct sw_cq *cq = container_of(bcq, struct sw_cq, base);
 	uint64_t gen = __atomic_load_n(&cq->eps_gen, __ATOMIC_ACQUIRE);
-	struct pollfd pfd[WAIT_MAX_EPS + 1];
+	struct pollfd pfd[1 + RKV_CQ_WAIT_FDS + WAIT_MAX_EPS];
 	struct timespec ts = { (time_t)(timeout_us / 1000000u),
 			       (long)(timeout_us % 1000000u) * 1000 };
-	unsigned n = 1;
+	unsigned n = 1 + nfds;
 	uint64_t pub;
 	int rc = 0;
 
@@ -286,6 +287,10 @@ int sw_cq_wait(struct rkv_cq *bcq, unsigned timeout_us)
 	pfd[0].fd = cq->wake_fd;
 	pfd[0].events = POLLIN;
 	pfd[0].revents = 0;
+	for (unsigned i = 0; i < nfds; i++) {
+		pfd[1 + i] = fds[i];
+		pfd[1 + i].revents = 0;
+	}
 	__atomic_store_n(&cq->waiting, 1, __ATOMIC_SEQ_CST);
 	pub = __atomic_load_n(&cq->published, __ATOMIC_SEQ_CST);
 	/* consumed only moves in this thread; a completion consumed before
@@ -294,6 +299,8 @@ int sw_cq_wait(struct rkv_cq *bcq, unsigned timeout_us)
 	    ppoll(pfd, n, &ts, NULL) < 0 && errno != EINTR)
 		rc = -errno;
 	__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i].revents = pfd[1 + i].revents;
 	if (pfd[0].revents & POLLIN) {
 		uint64_t v;
 

@@ -293,7 +293,8 @@ bool sw_hs_on_pend(struct sw_tp *tp, struct sw_pend *p)
 	else
 		l->ready_head = p;
 	l->ready_tail = p;
-	l->nready++;
+	if (!l->nready++)
+		sw_listener_ready(l, true);
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 	return false;

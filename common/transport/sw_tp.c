@@ -11,7 +11,8 @@
  * takes thr_lock, so nothing is freed under the thread's feet.  After
  * activity the thread spins on epoll_wait(0) for SW_SPIN_NS before it
  * blocks, which keeps request latency low under load; blocked, it wakes
- * every SW_TICK_MS to time out WRs of passive endpoints and handshakes.
+ * every SW_TICK_MS to time out WRs of passive endpoints and handshakes,
+ * or every SW_IDLE_MS when it has none of either (an idle server).
  * Events of established endpoints are handled before listeners and
  * handshakes in each batch.
  *
@@ -33,6 +34,7 @@
 
 #define SW_SPIN_NS (150u * 1000)
 #define SW_TICK_MS 10
+#define SW_IDLE_MS 1000 /* nothing to time out: how long it blocks */
 
 /* ---------------------------------------------------------------- handles */
 int sw_h_alloc(struct sw_tp *tp, enum sw_htype type, void *ptr, uint64_t *tok)
@@ -108,6 +110,25 @@ static void tick_all(struct sw_tp *tp, uint64_t now)
 	}
 }
 
+/* Whether anything may time out: a handshake, an endpoint, a paused
+ * listener (thr_lock held).  Without any the thread blocks SW_IDLE_MS:
+ * what could make one (a connection, an accept) comes with an event
+ * or is found at the next wake-up, whose ticks start then. */
+static bool need_ticks(const struct sw_tp *tp)
+{
+	if (tp->hs.head)
+		return true;
+	for (uint32_t i = 0; i < tp->hcap; i++) {
+		const struct sw_handle *h = &tp->h[i];
+
+		if (h->type == SW_H_EP ||
+		    (h->type == SW_H_LISTENER &&
+		     ((const struct sw_listener *)h->ptr)->paused))
+			return true;
+	}
+	return false;
+}
+
 /* Handle one event; pass 0 takes endpoints (and the wake-up), pass 1
  * listeners and handshakes, so that a burst of connections never delays
  * requests of established clients.  Returns whether it was work. */
@@ -146,11 +167,13 @@ static void *thr_main(void *arg)
 	struct sw_tp *tp = arg;
 	struct epoll_event evs[64];
 	uint64_t last_busy = rkv_now_ns();
+	bool ticks = true;
 
 	for (;;) {
 		uint64_t now = rkv_now_ns();
 		bool spin = now - last_busy < SW_SPIN_NS;
-		int n = epoll_wait(tp->epfd, evs, 64, spin ? 0 : SW_TICK_MS);
+		int n = epoll_wait(tp->epfd, evs, 64,
+				   spin ? 0 : ticks ? SW_TICK_MS : SW_IDLE_MS);
 		bool busy = false;
 
 		if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
@@ -164,6 +187,8 @@ static void *thr_main(void *arg)
 			tp->next_tick = now + SW_TICK_MS * 1000000ull;
 			tick_all(tp, now);
 		}
+		if (!spin)
+			ticks = need_ticks(tp);
 		pthread_mutex_unlock(&tp->thr_lock);
 		/* Spinning idle: let a thread that shares our core (often
 		 * the initiator that polls for our answer) run. */

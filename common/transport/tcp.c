@@ -264,6 +264,7 @@ const struct rkv_tp_ops rkv_tp_tcp_ops = {
 	.cq_wait = sw_cq_wait,
 	.listen = tcp_listen,
 	.listener_destroy = sw_listener_destroy,
+	.listener_fd = sw_listener_fd,
 	.accept = sw_accept,
 	.connect = tcp_connect,
 	.ep_destroy = sw_ep_destroy,

@@ -428,11 +428,19 @@ int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max)
 
 int rkv_cq_wait(struct rkv_cq *cq, unsigned timeout_us)
 {
-	if (!cq)
+	return rkv_cq_wait_fds(cq, NULL, 0, timeout_us);
+}
+
+int rkv_cq_wait_fds(struct rkv_cq *cq, struct pollfd *fds, unsigned nfds,
+		    unsigned timeout_us)
+{
+	if (!cq || (nfds && !fds) || nfds > RKV_CQ_WAIT_FDS)
 		return -EINVAL;
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i].revents = 0;
 	if (!cq->tp->ops->cq_wait)
 		return -EOPNOTSUPP;
-	return cq->tp->ops->cq_wait(cq, timeout_us);
+	return cq->tp->ops->cq_wait(cq, fds, nfds, timeout_us);
 }
 
 static int check_scheme(const struct rkv_tp *tp, const char *s,
@@ -476,6 +484,13 @@ int rkv_listen(struct rkv_tp *tp, const char *addr, struct rkv_listener **out)
 const char *rkv_listener_addr(const struct rkv_listener *l)
 {
 	return l->addr;
+}
+
+int rkv_listener_fd(const struct rkv_listener *l)
+{
+	if (!l || !l->tp->ops->listener_fd)
+		return -1;
+	return l->tp->ops->listener_fd(l);
 }
 
 void rkv_listener_destroy(struct rkv_listener *l)

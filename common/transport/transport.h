@@ -52,6 +52,7 @@
 #ifndef RKV_COMMON_TRANSPORT_TRANSPORT_H
 #define RKV_COMMON_TRANSPORT_TRANSPORT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -337,6 +338,15 @@ int rkv_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
  * ring while someone waits; verbs arms the CQ's completion channel.
  */
 int rkv_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
+/*
+ * The same, also waking when one of the caller's fds[0 .. nfds) is ready
+ * for its events (revents set on return; 0 where nothing came or the
+ * wait ended early).  A server's loop waits so on its CQ, its listener
+ * (rkv_listener_fd) and its own sockets.
+ */
+#define RKV_CQ_WAIT_FDS 32
+int rkv_cq_wait_fds(struct rkv_cq *cq, struct pollfd *fds, unsigned nfds,
+		    unsigned timeout_us);
 
 /*
  * Addresses: "tcp://HOST:PORT", "verbs://HOST:PORT", "shm:///NAME" (a
@@ -362,6 +372,10 @@ int rkv_listen(struct rkv_tp *tp, const char *addr, struct rkv_listener **out);
 /* The bound address, with the real port: "tcp://127.0.0.1:40123". */
 const char *rkv_listener_addr(const struct rkv_listener *l);
 void rkv_listener_destroy(struct rkv_listener *l);
+/* An fd that polls readable while rkv_accept may have a connection to
+ * return (sw: an eventfd the transport thread rings when a handshake is
+ * done; verbs: the listener's cm channel), or -1 where there is none. */
+int rkv_listener_fd(const struct rkv_listener *l);
 
 /*
  * Wait up to timeout_ms (-1 forever, 0 just looks) for a connection request

@@ -44,11 +44,15 @@ struct rkv_tp_ops {
 			 struct rkv_cq **out);
 	void (*cq_destroy)(struct rkv_cq *cq);
 	int (*cq_poll)(struct rkv_cq *cq, struct rkv_wc *wc, int max);
-	/* NULL: rkv_cq_wait returns -EOPNOTSUPP. */
-	int (*cq_wait)(struct rkv_cq *cq, unsigned timeout_us);
+	/* NULL: rkv_cq_wait returns -EOPNOTSUPP.  fds[0 .. nfds): the
+	 * caller's too (revents set). */
+	int (*cq_wait)(struct rkv_cq *cq, struct pollfd *fds, unsigned nfds,
+		       unsigned timeout_us);
 	int (*listen)(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		      struct rkv_listener **out);
 	void (*listener_destroy)(struct rkv_listener *l);
+	/* NULL: rkv_listener_fd is -1 */
+	int (*listener_fd)(const struct rkv_listener *l);
 	int (*accept)(struct rkv_listener *l, struct rkv_cq *cq,
 		      int timeout_ms, struct rkv_ep **out);
 	int (*connect)(struct rkv_tp *tp, const struct rkv_tp_addr *addr,

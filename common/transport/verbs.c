@@ -454,6 +454,7 @@ const struct rkv_tp_ops rkv_tp_verbs_ops = {
 	.cq_wait = verbs_cq_wait,
 	.listen = rkv_verbs_listen,
 	.listener_destroy = rkv_verbs_listener_destroy,
+	.listener_fd = rkv_verbs_listener_fd,
 	.accept = rkv_verbs_accept,
 	.connect = rkv_verbs_connect,
 	.ep_destroy = rkv_verbs_ep_destroy,

@@ -492,6 +492,15 @@ void rkv_verbs_listener_destroy(struct rkv_listener *base)
 	rkv_free(l);
 }
 
+/* CONNECT_REQUESTs arrive on the listener's own channel. */
+int rkv_verbs_listener_fd(const struct rkv_listener *base)
+{
+	const struct verbs_listener *l =
+		container_of(base, const struct verbs_listener, base);
+
+	return l->ch ? l->ch->fd : -1;
+}
+
 int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		     struct rkv_listener **out)
 {

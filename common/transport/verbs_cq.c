@@ -293,14 +293,15 @@ int verbs_cq_poll(struct rkv_cq *base, struct rkv_wc *wc, int max)
  * Block on the CQ's completion channel.  Arm it, then poll once: a
  * completion that came before the arming raises no event, so one found
  * here is kept for cq_poll instead.  The cm channel (disconnects) is
- * waited on too.  Events are acknowledged in batches.
+ * waited on too, and the caller's fds.  Events are acknowledged in batches.
  */
-int verbs_cq_wait(struct rkv_cq *base, unsigned timeout_us)
+int verbs_cq_wait(struct rkv_cq *base, struct pollfd *fds, unsigned nfds,
+		  unsigned timeout_us)
 {
 	struct verbs_cq *cq = container_of(base, struct verbs_cq, base);
 	struct timespec ts = { (time_t)(timeout_us / 1000000u),
 			       (long)(timeout_us % 1000000u) * 1000 };
-	struct pollfd pfd[2];
+	struct pollfd pfd[2 + RKV_CQ_WAIT_FDS];
 	int rc, n;
 
 	if (cq->nstash)
@@ -321,8 +322,14 @@ int verbs_cq_wait(struct rkv_cq *base, unsigned timeout_us)
 	pfd[1].fd = cq->ch->fd;
 	pfd[1].events = POLLIN;
 	pfd[0].revents = pfd[1].revents = 0;
-	if (ppoll(pfd, 2, &ts, NULL) < 0)
+	for (unsigned i = 0; i < nfds; i++) {
+		pfd[2 + i] = fds[i];
+		pfd[2 + i].revents = 0;
+	}
+	if (ppoll(pfd, 2 + nfds, &ts, NULL) < 0)
 		return errno == EINTR ? 0 : -errno;
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i].revents = pfd[2 + i].revents;
 	if (pfd[0].revents & POLLIN) {
 		struct ibv_cq *ev_cq;
 		void *ev_ctx;

@@ -162,7 +162,8 @@ int verbs_mr_dereg(struct rkv_mr *mr);
 int verbs_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
 void verbs_cq_destroy(struct rkv_cq *cq);
 int verbs_cq_poll(struct rkv_cq *cq, struct rkv_wc *wc, int max);
-int verbs_cq_wait(struct rkv_cq *cq, unsigned timeout_us);
+int verbs_cq_wait(struct rkv_cq *cq, struct pollfd *fds, unsigned nfds,
+		  unsigned timeout_us);
 /* Enter ep in / take it out of cq's qp_num table. */
 void verbs_cq_add(struct verbs_cq *cq, struct verbs_ep *ep);
 void verbs_cq_del(struct verbs_cq *cq, struct verbs_ep *ep);
@@ -184,6 +185,7 @@ int verbs_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
 int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,
 		     struct rkv_listener **out);
 void rkv_verbs_listener_destroy(struct rkv_listener *l);
+int rkv_verbs_listener_fd(const struct rkv_listener *l);
 int rkv_verbs_accept(struct rkv_listener *l, struct rkv_cq *cq,
 		     int timeout_ms, struct rkv_ep **out);
 int rkv_verbs_connect(struct rkv_tp *tp, const struct rkv_tp_addr *addr,

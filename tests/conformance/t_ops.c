@@ -643,6 +643,107 @@ static void t_cq_wait(void)
 	conf_fix_destroy(&f);
 }
 
+struct late_connect {
+	struct conf_cli *c;
+	const char *addr;
+	int pipe_fd;             /* >= 0: write a byte there instead */
+	int rc;
+};
+
+/* 50 ms after it starts: connect c to addr, or write to pipe_fd. */
+static void *late_connect_main(void *arg)
+{
+	struct late_connect *lc = arg;
+
+	usleep(50 * 1000);
+	if (lc->pipe_fd >= 0)
+		lc->rc = write(lc->pipe_fd, "x", 1) == 1 ? 0 : -errno;
+	else
+		lc->rc = conf_cli_connect(lc->c, lc->addr,
+					  (int)conf_bound_ms());
+	return NULL;
+}
+
+/* rkv_cq_wait_fds until fds[0] is ready or the bound: the ms it took. */
+static uint64_t wait_fd_ready(struct rkv_cq *cq, struct pollfd *pfd)
+{
+	uint64_t t0 = rkv_now_ms();
+
+	while (rkv_now_ms() - t0 < conf_bound_ms()) {
+		if (rkv_cq_wait_fds(cq, pfd, 1, conf_bound_ms() * 1000u) ||
+		    (pfd->revents & POLLIN))
+			break;
+	}
+	return rkv_now_ms() - t0;
+}
+
+/*
+ * rkv_cq_wait_fds wakes for the caller's fds too (a pipe written 50 ms
+ * into a 10 s wait), and rkv_listener_fd turns readable when a connection
+ * waits for rkv_accept, and stops being readable once it was taken: what
+ * lets a server's loop block (server/main.c).
+ */
+static void t_cq_wait_fds(void)
+{
+	struct conf_fix f;
+	struct conf_fix_opts o;
+	struct conf_cli c2;
+	struct late_connect lc;
+	struct pollfd pfd[RKV_CQ_WAIT_FDS + 1];
+	struct rkv_ep *ep2 = NULL;
+	pthread_t th;
+	uint64_t ms;
+	int p[2], lfd;
+
+	CONF_FIX(&f, NULL);
+	memset(pfd, 0, sizeof(pfd));
+	EXPECT_EQ(rkv_cq_wait_fds(f.s.cq, pfd, RKV_CQ_WAIT_FDS + 1, 1000),
+		  -EINVAL);
+	EXPECT_EQ(rkv_cq_wait_fds(f.s.cq, NULL, 1, 1000), -EINVAL);
+	/* a pipe of ours */
+	ASSERT_EQ(pipe(p), 0);
+	lc = (struct late_connect){ .pipe_fd = p[1], .rc = -1 };
+	pfd[0] = (struct pollfd){ .fd = p[0], .events = POLLIN };
+	ASSERT_EQ(pthread_create(&th, NULL, late_connect_main, &lc), 0);
+	ms = wait_fd_ready(f.c.cq, &pfd[0]);
+	pthread_join(th, NULL);
+	printf("#   pipe ready after %llu ms of waiting (written at 50)\n",
+	       (unsigned long long)ms);
+	EXPECT_EQ(lc.rc, 0);
+	EXPECT_TRUE(pfd[0].revents & POLLIN);
+	EXPECT_TRUE(ms < conf_bound_ms() / 2);
+	close(p[0]);
+	close(p[1]);
+	/* the listener: quiet, then a connection, then quiet again */
+	lfd = rkv_listener_fd(f.s.lis);
+	EXPECT_TRUE(lfd >= 0);
+	EXPECT_EQ(rkv_listener_fd(NULL), -1);
+	if (lfd < 0) {
+		conf_fix_destroy(&f);
+		return;
+	}
+	pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	EXPECT_EQ(poll(pfd, 1, 0), 0);
+	conf_fix_opts_init(&o);
+	ASSERT_EQ(conf_cli_open(&c2, &o), 0);
+	lc = (struct late_connect){ .c = &c2, .addr = f.s.addr, .pipe_fd = -1,
+				    .rc = -1 };
+	ASSERT_EQ(pthread_create(&th, NULL, late_connect_main, &lc), 0);
+	ms = wait_fd_ready(f.s.cq, &pfd[0]);
+	printf("#   listener ready after %llu ms of waiting (connect at 50)\n",
+	       (unsigned long long)ms);
+	EXPECT_TRUE(pfd[0].revents & POLLIN);
+	EXPECT_TRUE(ms < conf_bound_ms() / 2);
+	EXPECT_EQ(rkv_accept(f.s.lis, f.s.cq, (int)conf_bound_ms(), &ep2), 0);
+	pthread_join(th, NULL);
+	EXPECT_EQ(lc.rc, 0);
+	EXPECT_EQ(poll(pfd, 1, 0), 0);
+	if (ep2)
+		rkv_ep_destroy(ep2);
+	conf_cli_close(&c2);
+	conf_fix_destroy(&f);
+}
+
 void conf_tests_ops(void)
 {
 	CONF_TEST(t_read_sizes);
@@ -660,4 +761,5 @@ void conf_tests_ops(void)
 	CONF_TEST(t_send_rnr_wait);
 	CONF_TEST(t_send_rnr_timeout);
 	CONF_TEST(t_cq_wait);
+	CONF_TEST(t_cq_wait_fds);
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# run-idle.sh - what an idle server costs (part of make bench; never a
+# test): the CPU an rkv-server (tcp, shm) uses while nobody talks to it,
+# beside redis-server and memcached idle in the same run, then with one
+# idle client connected; and what its sleep costs the first request after
+# a pause (bench/idle: a control message, which the server's CPU answers,
+# and a get, one-sided).
+#
+#   bash bench/run-idle.sh [BUILD_DIR]
+#
+# CPU is read from /proc/PID/task/*/schedstat (ns on a CPU, every thread)
+# over IDLE_SECONDS (10) after a second of settling.  Writes
+# bench/results/idle-<DATE>.md.  Starts every server itself on 127.0.0.1
+# or a private shm directory and stops it by PID.
+# Exit status: 0 when it ran (figures never fail it), 2 when it cannot.
+set -u
+O=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+
+SRV=$O/bin/rkv-server
+PROBE=$O/bin/rkv-bench-idle
+SECS=${IDLE_SECONDS:-10}
+RES=bench/results
+DATE=$(date -u +%Y%m%d-%H%M%S)
+MD=$RES/idle-$DATE.md
+for b in "$SRV" "$PROBE"; do
+  if [ ! -x "$b" ]; then
+    echo "run-idle: $b not found (run make first)" >&2
+    exit 2
+  fi
+done
+mkdir -p "$RES" || exit 2
+tmp=$(mktemp -d) || exit 2
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+. bench/ycsb/peers.sh
+
+# cpu_of PID: ns on a CPU so far, all its threads
+cpu_of() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s + 0}'
+}
+
+# idle_pct PID: per cent of one core over SECS
+idle_pct() {
+  local a b
+  sleep 1
+  a=$(cpu_of "$1")
+  sleep "$SECS"
+  b=$(cpu_of "$1")
+  awk -v a="$a" -v b="$b" -v s="$SECS" 'BEGIN {printf "%.3f", (b - a) / 1e7 / s}'
+}
+
+# start_rkv ADDR: PID in RPID, bound address in RADDR
+start_rkv() {
+  RKV_SHM_DIR=$tmp/shm "$SRV" --listen "$1" --buckets 16 >"$tmp/rkv.out" \
+    2>"$tmp/rkv.err" &
+  RPID=$!
+  PIDS+=("$RPID")
+  for _ in $(seq 1 100); do
+    RADDR=$(awk '/listening on/ {print $NF}' "$tmp/rkv.out")
+    [ -n "$RADDR" ] && return 0
+    kill -0 "$RPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run-idle: rkv-server did not start: $(tail -1 "$tmp/rkv.err")" >&2
+  return 1
+}
+
+stop() {
+  kill "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
+rows=()
+probes=()
+for prov in tcp shm; do
+  addr=tcp://127.0.0.1:0
+  [ "$prov" = shm ] && addr=shm:///rkv-idle-$$
+  start_rkv "$addr" || continue
+  alone=$(idle_pct "$RPID")
+  # one client connected, idle (its probe sleeps before the first request)
+  RKV_SHM_DIR=$tmp/shm "$PROBE" --servers "$RADDR" --tries 1 \
+    --gap-ms $(((SECS + 3) * 1000)) >/dev/null 2>&1 &
+  cpid=$!
+  PIDS+=("$cpid")
+  with=$(idle_pct "$RPID")
+  stop "$cpid"
+  rows+=("| rkv-server ($prov) | $alone | $with |")
+  p=$(RKV_SHM_DIR=$tmp/shm "$PROBE" --servers "$RADDR" --tries 50 --gap-ms 20 2>&1)
+  while read -r l; do probes+=("$prov: $l"); done <<<"$p"
+  stop "$RPID"
+done
+if command -v redis-server >/dev/null &&
+  start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
+    --appendonly no --bind 127.0.0.1; then
+  rpid=${PIDS[-1]}
+  rows+=("| redis-server | $(idle_pct "$rpid") | |")
+  stop "$rpid"
+fi
+user=()
+[ "$(id -u)" = 0 ] && user=(-u root)
+if command -v memcached >/dev/null &&
+  start_peer "$tmp/mc.log" memcached "${user[@]}" -l 127.0.0.1 -p @PORT@ -U 0 \
+    -t 2; then
+  mpid=${PIDS[-1]}
+  rows+=("| memcached | $(idle_pct "$mpid") | |")
+  stop "$mpid"
+fi
+
+{
+  echo "# Idle servers, $DATE"
+  echo
+  echo "CPU while idle, per cent of one core over $SECS s (goal: rkv <= 0.5):"
+  echo
+  echo "| server | nobody connected | one idle client |"
+  echo "|---|---:|---:|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "The first request after 20 ms of silence, beside one straight after"
+  echo "it (bench/idle; stats is answered by the server's CPU, a get is"
+  echo "one-sided):"
+  echo
+  printf '    %s\n' "${probes[@]}"
+} | tee "$MD"
+echo "run-idle: wrote $MD"
