@@ -233,6 +233,11 @@ int ycsb_wl_init(struct ycsb_wl *wl, const struct ycsb_props *p,
 		wl->zetan_scan = ycsb_zeta(0, p->maxscanlength -
 					   p->minscanlength + 1,
 					   YCSB_ZIPFIAN_CONSTANT, 0);
+	/* new ExponentialGenerator(percentile, recordcount * frac) */
+	wl->exp_gamma = -log(1.0 - p->exp_percentile / 100.0) /
+			((double)p->recordcount * p->exp_frac);
+	atomic_init(&wl->seq_next, 0);
+	wl->seq = &wl->seq_next;
 	return 0;
 }
 
@@ -298,6 +303,24 @@ static uint64_t choose(struct ycsb_gen *g)
 
 		return max - ycsb_zipf_next(&g->keyzipf, &g->rng, max);
 	}
+	case YCSB_DIST_HOTSPOT: {
+		/* HotspotIntegerGenerator over [insertstart, + insertcount) */
+		uint64_t hot = (uint64_t)((double)wl->insertcount * p->hot_data);
+		uint64_t cold = wl->insertcount - hot;
+		int in_hot = ycsb_rng_double(&g->rng) < p->hot_opn;
+
+		if (!hot || !cold)
+			in_hot = hot != 0;
+		if (in_hot)
+			return p->insertstart + ycsb_rng_next(&g->rng) % hot;
+		return p->insertstart + hot + ycsb_rng_next(&g->rng) % cold;
+	}
+	case YCSB_DIST_SEQUENTIAL: {
+		/* SequentialGenerator: countstart + counter++ % interval */
+		uint64_t n = atomic_fetch_add(wl->seq, 1);
+
+		return p->insertstart + n % wl->insertcount;
+	}
 	case YCSB_DIST_UNIFORM:
 	default:
 		return uniform(&g->rng, p->insertstart,
@@ -309,6 +332,18 @@ uint64_t ycsb_gen_next_keynum(struct ycsb_gen *g)
 {
 	uint64_t k;
 
+	if (g->wl->p->reqdist == YCSB_DIST_EXPONENTIAL) {
+		/* CoreWorkload.nextKeynum: the last insert minus an
+		 * exponential, again while that is below 0 */
+		uint64_t last = ycsb_acked_last(g->wl->acked), off;
+
+		do {
+			double u = 1.0 - ycsb_rng_double(&g->rng); /* (0, 1] */
+
+			off = (uint64_t)(-log(u) / g->wl->exp_gamma);
+		} while (off > last);
+		return last - off;
+	}
 	/* CoreWorkload.nextKeynum: skip keys not inserted yet */
 	do {
 		k = choose(g);

@@ -52,6 +52,10 @@ static const struct prop_def g_defs[] = {
 	{ "scanproportion", K_PROP, P(prop[YCSB_SCAN]), 0, 0 },
 	{ "readmodifywriteproportion", K_PROP, P(prop[YCSB_RMW]), 0, 0 },
 	{ "requestdistribution", K_DIST, P(reqdist), 0, 0 },
+	{ "hotspotdatafraction", K_PROP, P(hot_data), 0, 0 },
+	{ "hotspotopnfraction", K_PROP, P(hot_opn), 0, 0 },
+	{ "exponential.percentile", K_DOUBLE, P(exp_percentile), 0, 0 },
+	{ "exponential.frac", K_DOUBLE, P(exp_frac), 0, 0 },
 	{ "fieldcount", K_U32, P(fieldcount), 1, 1024 },
 	{ "fieldlength", K_U32, P(fieldlength), 1, RKV_VALUE_MAX },
 	{ "fieldlengthdistribution", K_FIELDDIST, 0, 0, 0 },
@@ -89,6 +93,10 @@ void ycsb_props_init(struct ycsb_props *p)
 	p->prop[YCSB_READ] = 0.95;
 	p->prop[YCSB_UPDATE] = 0.05;
 	p->reqdist = YCSB_DIST_UNIFORM;
+	p->hot_data = 0.2;
+	p->hot_opn = 0.8;
+	p->exp_percentile = 95;
+	p->exp_frac = 0.8571428571;
 	p->fieldcount = 10;
 	p->fieldlength = 100;
 	p->zeropadding = 1;
@@ -191,8 +199,15 @@ static int set_prop(struct ycsb_props *p, const char *where, const char *name,
 			p->reqdist = YCSB_DIST_ZIPFIAN;
 		else if (!strcmp(value, "latest"))
 			p->reqdist = YCSB_DIST_LATEST;
+		else if (!strcmp(value, "hotspot"))
+			p->reqdist = YCSB_DIST_HOTSPOT;
+		else if (!strcmp(value, "exponential"))
+			p->reqdist = YCSB_DIST_EXPONENTIAL;
+		else if (!strcmp(value, "sequential"))
+			p->reqdist = YCSB_DIST_SEQUENTIAL;
 		else
-			want = "uniform, zipfian or latest";
+			want = "uniform, zipfian, latest, hotspot, exponential "
+			       "or sequential";
 		break;
 	case K_ORDER:
 		if (!strcmp(value, "hashed"))
@@ -334,6 +349,13 @@ int ycsb_props_check(const struct ycsb_props *p)
 		fprintf(stderr, "%s: fieldcount*fieldlength = %llu bytes: over "
 				"the %u bytes rkv holds in one value\n",
 			YCSB_PROG, (unsigned long long)rec, RKV_VALUE_MAX);
+		return -1;
+	}
+	if (p->exp_percentile <= 0 || p->exp_percentile >= 100 ||
+	    p->exp_frac <= 0) {
+		fprintf(stderr, "%s: exponential.percentile %g must be in "
+				"(0, 100) and exponential.frac %g above 0\n",
+			YCSB_PROG, p->exp_percentile, p->exp_frac);
 		return -1;
 	}
 	if (p->minscanlength > p->maxscanlength) {

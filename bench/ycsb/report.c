@@ -22,7 +22,9 @@
 
 #include "ycsb.h"
 
-static const char *const g_dist[] = { "uniform", "zipfian", "latest" };
+static const char *const g_dist[] = { "uniform",	"zipfian",
+				       "latest",	"hotspot",
+				       "exponential", "sequential" };
 
 #define NQ 104
 static double quantile_at(int i)
@@ -39,13 +41,34 @@ static double us(const struct rkv_hist *h, double q)
 	return (double)rkv_hist_quantile(h, q) / 1e3;
 }
 
+/* A run whose workload has operations the store cannot do (a hash index
+ * and YCSB's scans) is not that workload: its throughput would count
+ * the other operations only, a figure no peer's can be set beside.  The
+ * first skipped type, or -1. */
+static int not_run(const struct ycsb_result *r)
+{
+	for (int t = 0; t < YCSB_NTYPES; t++)
+		if (r->skipped[t])
+			return t;
+	return -1;
+}
+
 void ycsb_report_print(FILE *f, const struct ycsb_result *r)
 {
 	double s = r->seconds > 0 ? r->seconds : 1e-9;
+	int nr = not_run(r);
 
-	fprintf(f, "[%s] %s: %" PRIu64 " ops in %.2f s: %.0f ops/s\n",
-		!strcmp(r->phase, "load") ? "LOAD" : "RUN", r->label, r->ops,
-		r->seconds, (double)r->ops / s);
+	if (nr >= 0)
+		fprintf(f, "[%s] %s: not run: %s: %s: %s (%" PRIu64
+			   " skipped, %" PRIu64 " other ops in %.2f s)\n",
+			!strcmp(r->phase, "load") ? "LOAD" : "RUN", r->label,
+			ycsb_op_str((enum ycsb_op_type)nr), r->db,
+			r->skip_why[nr] ? r->skip_why[nr] : "skipped",
+			r->skipped[nr], r->ops, r->seconds);
+	else
+		fprintf(f, "[%s] %s: %" PRIu64 " ops in %.2f s: %.0f ops/s\n",
+			!strcmp(r->phase, "load") ? "LOAD" : "RUN", r->label,
+			r->ops, r->seconds, (double)r->ops / s);
 	fprintf(f, "  %-18s %9s %10s %8s %8s %8s %9s %9s %7s %8s %6s\n", "op",
 		"count", "ops/s", "p50 us", "p90 us", "p99 us", "p99.9 us",
 		"max us", "errors", "retries", "RTT/op");
@@ -126,10 +149,18 @@ int ycsb_report_json(const char *path, const struct ycsb_result *r)
 		   PRIu64 ",\"recordcount\":%" PRIu64 ",\"operationcount\":%"
 		   PRIu64 ",\"fieldcount\":%u,\"fieldlength\":%u,"
 		   "\"requestdistribution\":\"%s\",\"seconds\":%.4f,\"ops\":%"
-		   PRIu64 ",\"ops_per_s\":%.1f,\"ops_by_type\":[",
+		   PRIu64 ",\"ops_per_s\":%.1f,",
 		r->threads, r->batch, r->target, r->seed, p->recordcount,
 		p->operationcount, p->fieldcount, p->fieldlength,
 		g_dist[p->reqdist], r->seconds, r->ops, (double)r->ops / s);
+	if (not_run(r) >= 0) {
+		int t = not_run(r);
+
+		fprintf(f, "\"not_run\":");
+		json_str(f, r->skip_why[t] ? r->skip_why[t] : "skipped");
+		fprintf(f, ",");
+	}
+	fprintf(f, "\"ops_by_type\":[");
 	for (int t = 0; t < YCSB_NTYPES; t++) {
 		const struct rkv_hist *h = &r->hist[t];
 
@@ -608,7 +639,7 @@ static double tput(struct jv **runs, int n, const char *label, const char *wl)
 {
 	const struct jv *r = find_run(runs, n, label, wl);
 
-	return r ? jnum(r, "ops_per_s") : NAN;
+	return r && !*jstr(r, "not_run") ? jnum(r, "ops_per_s") : NAN;
 }
 
 int ycsb_report_summary(const char *json_path, FILE *out)
@@ -651,6 +682,8 @@ int ycsb_report_summary(const char *json_path, FILE *out)
 
 			if (!r)
 				fprintf(out, " - | - |");
+			else if (*jstr(r, "not_run"))
+				fprintf(out, " not run | - |");
 			else
 				fprintf(out, " %.0f | %.0f |",
 					jnum(r, "ops_per_s"), worst_p99(r));

@@ -130,6 +130,40 @@ else
   notok "ordered keys with zeropadding"
 fi
 
+# request distributions over 1000 ordered keys: the first three keys, the
+# share of 2000 reads on keys below 200 and on keys from 700
+dist_keys() {
+  "$Y" -P $W/workloadc -p recordcount=1000 -p operationcount=2000 \
+    -p insertorder=ordered -p zeropadding=4 -p requestdistribution="$1" \
+    --dump-ops 2000 2>"$tmp/err" | awk '{ k = substr($3, 5) + 0; n++
+      if (k < 200) lo++; if (k >= 700) hi++; if (NR <= 3) f = f k "," }
+      END { printf "%s %.3f %.3f\n", f, lo / n, hi / n }'
+}
+within() { awk -v v="$1" -v a="$2" -v b="$3" 'BEGIN { exit !(v >= a && v <= b) }'; }
+read -r f lo hi <<<"$(dist_keys sequential)"
+if [ "$f" = "0,1,2," ] && [ "$lo" = 0.200 ] && [ "$hi" = 0.300 ]; then
+  ok "sequential: keys 0, 1, 2, ... in turn, each as often"
+else
+  notok "sequential: first $f, below 200 $lo, from 700 $hi"
+fi
+read -r f lo hi <<<"$(dist_keys hotspot)"
+if within "$lo" 0.76 0.84 && within "$hi" 0.04 0.11; then
+  ok "hotspot: $lo of the reads on the hot 20 % of the keys"
+else
+  notok "hotspot: below 200 $lo, from 700 $hi"
+fi
+read -r f lo hi <<<"$(dist_keys exponential)"
+# P(offset < 300) = 1 - exp(-300 ln(20) / 857.14) = 0.650, renormalised
+# for the 3 % past key 0: 0.67
+if within "$hi" 0.62 0.72 && within "$lo" 0 0.06; then
+  ok "exponential: $hi of the reads on the last 30 % of the keys"
+else
+  notok "exponential: below 200 $lo, from 700 $hi"
+fi
+expect 2 "exponential.percentile 100 must be in \(0, 100\)" \
+  "exponential.percentile out of range, exit 2" -- \
+  "$Y" -P $W/workloadc -p exponential.percentile=100 --dump-ops 1
+
 # --------------------------------------------------- against rkv (tcp)
 "$SRV" --listen tcp://127.0.0.1:0 --capacity 20000 --memory 64M \
   >"$tmp/srv.out" 2>"$tmp/srv.err" &
@@ -166,11 +200,22 @@ else
     --label rkv-e >"$tmp/out" 2>"$tmp/err"
   rc=$?
   if [ "$rc" = 0 ] && grep -q 'scan: not supported by a hash index' "$tmp/out" &&
-    grep -q 'SCAN: [0-9]* skipped' "$tmp/out"; then
-    ok "workload E on rkv: scans reported unsupported and skipped, exit 0"
+    grep -q 'SCAN: [0-9]* skipped' "$tmp/out" &&
+    grep -q '^\[RUN\] rkv-e: not run: SCAN: rkv: not supported' "$tmp/out"; then
+    ok "workload E on rkv: not run (scans unsupported and skipped), exit 0"
   else
     cat "$tmp/out" >>"$tmp/err"
     notok "workload E on rkv: exit $rc"
+  fi
+  # the summary has no ops/s for it, nor a ratio
+  "$Y" --summary "$tmp/r.json" >"$tmp/sum" 2>"$tmp/err"
+  if grep -q '^| workloade |.* not run | - |$' "$tmp/sum" &&
+    ! grep '^| workloade |' "$tmp/sum" | grep -q '[0-9]' &&
+    grep -q '^| workloadc | [0-9]' "$tmp/sum"; then
+    ok "summary: workload E on rkv reads 'not run'"
+  else
+    cat "$tmp/sum" >>"$tmp/err"
+    notok "summary: workload E on rkv reads 'not run'"
   fi
   nl=$(wc -l <"$tmp/r.json" 2>/dev/null || echo 0)
   if [ "$nl" = 5 ] && grep -q '"phase":"load"' "$tmp/r.json" &&

@@ -48,6 +48,9 @@ enum ycsb_dist {
 	YCSB_DIST_UNIFORM = 0,
 	YCSB_DIST_ZIPFIAN,
 	YCSB_DIST_LATEST,
+	YCSB_DIST_HOTSPOT,
+	YCSB_DIST_EXPONENTIAL,
+	YCSB_DIST_SEQUENTIAL,
 };
 
 /* The workload: YCSB CoreWorkload properties plus a few client ones. */
@@ -59,6 +62,9 @@ struct ycsb_props {
 				     * insertstart */
 	double prop[YCSB_NTYPES];   /* operation proportions (weights) */
 	enum ycsb_dist reqdist;     /* requestdistribution */
+	double hot_data, hot_opn;   /* hotspotdatafraction, hotspotopnfraction */
+	double exp_percentile;      /* exponential.percentile */
+	double exp_frac;            /* exponential.frac */
 	unsigned fieldcount;        /* fields per record */
 	unsigned fieldlength;       /* bytes per field */
 	int ordered;                /* insertorder=ordered */
@@ -149,6 +155,10 @@ struct ycsb_wl {
 	double zetan_scan;          /* zeta of the scan length zipfian */
 	uint64_t sz_itemcount;      /* scrambled zipfian key space */
 	struct ycsb_acked *acked;   /* run phase insert sequence */
+	double exp_gamma;           /* ExponentialGenerator's gamma */
+	_Atomic uint64_t seq_next;  /* SequentialGenerator's counter, shared
+				     * by the threads as YCSB's is ... */
+	_Atomic uint64_t *seq;      /* ... (&seq_next) */
 };
 
 int ycsb_wl_init(struct ycsb_wl *wl, const struct ycsb_props *p,
