@@ -17,8 +17,10 @@
 #
 # Knobs (environment): YCSB_RECORDS (100000), YCSB_OPS (300000 per run),
 # YCSB_THREADS (2), YCSB_BATCH (8), YCSB_MAXTIME (seconds per run, 30),
-# YCSB_WORKLOADS ("a b c f d"), YCSB_STORES ("redis memcached rkv-tcp
-# rkv-shm"), YCSB_SEED (1).
+# YCSB_WORKLOADS ("a b c f d"; e runs too, and reads "not run" on rkv),
+# YCSB_WORKLOAD_DIR (workloads: where workloadX lives; point it at a
+# checkout's workloads/ to run YCSB's own files unchanged),
+# YCSB_STORES ("redis memcached rkv-tcp rkv-shm"), YCSB_SEED (1).
 # Exit status: 0 when it ran (figures never fail it), 2 when it cannot.
 set -u
 O=${1:-build}
@@ -32,6 +34,7 @@ THREADS=${YCSB_THREADS:-2}
 BATCH=${YCSB_BATCH:-8}
 MAXTIME=${YCSB_MAXTIME:-30}
 WORKLOADS=${YCSB_WORKLOADS:-a b c f d}
+WDIR=${YCSB_WORKLOAD_DIR:-workloads}
 STORES=${YCSB_STORES:-redis memcached rkv-tcp rkv-shm}
 SEED=${YCSB_SEED:-1}
 RES=bench/results
@@ -40,6 +43,13 @@ JSON=$RES/ycsb-$DATE.json
 MD=$RES/ycsb-$DATE.md
 PNG=$RES/ycsb-$DATE.png
 
+for w in a $WORKLOADS; do
+  if [ ! -r "$WDIR/workload$w" ]; then
+    echo "run-ycsb: $WDIR/workload$w: no such workload file" \
+      "(YCSB_WORKLOAD_DIR names a directory of workloada..workloadf)" >&2
+    exit 2
+  fi
+done
 for b in "$Y" "$SRV"; do
   if [ ! -x "$b" ]; then
     echo "run-ycsb: $b not found (run make first)" >&2
@@ -158,7 +168,7 @@ for store in $STORES; do
   start "$store" || continue
   echo "run-ycsb: $store ($DB at $ADDR)"
   out=$tmp/$store-load.txt
-  timeout -k 5 "$TMO" "$Y" -P workloads/workloada "${COMMON[@]}" \
+  timeout -k 5 "$TMO" "$Y" -P "$WDIR/workloada" "${COMMON[@]}" \
     --phase load --db "$DB" --servers "$ADDR" --label "$store" >"$out" 2>&1
   rc=$?
   sed 's/^/  /' "$out" | grep -E '^\s+\[LOAD\]|rkv-ycsb: [^:]*: (cannot|thread)'
@@ -170,7 +180,7 @@ for store in $STORES; do
   fi
   for w in $WORKLOADS; do
     out=$tmp/$store-$w.txt
-    timeout -k 5 "$TMO" "$Y" -P "workloads/workload$w" "${COMMON[@]}" \
+    timeout -k 5 "$TMO" "$Y" -P "$WDIR/workload$w" "${COMMON[@]}" \
       --phase run --db "$DB" --servers "$ADDR" --label "$store" \
       >"$out" 2>&1
     rc=$?
