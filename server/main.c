@@ -96,10 +96,15 @@ static int run(struct rkv_srv *srv, struct rkv_srv_metrics *metrics,
 		n = rkv_srv_metrics_fds(metrics, fds,
 					sizeof(fds) / sizeof(fds[0]));
 		rc = rkv_srv_wait(srv, fds, n, WAIT_MS * 1000u);
-		if (rc == -EOPNOTSUPP)
+		if (rc < 0) {
+			/* cannot block here (or no longer): nap as before */
+			if (rc != -EOPNOTSUPP)
+				rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+					"cannot wait for the control plane "
+					"(%s): napping %u us instead",
+					strerror(-rc), NAP_US);
 			can_block = 0;
-		else if (rc < 0)
-			return rc;
+		}
 		last_ms = 0; /* what woke us may be the metrics' */
 	}
 	return 0;
