@@ -82,6 +82,17 @@ static const struct prop_def g_defs[] = {
 	{ "exporter", K_IGNORE, 0, 0, 0 },
 	{ "exportfile", K_IGNORE, 0, 0, 0 },
 	{ "readallfieldsbyname", K_IGNORE, 0, 0, 0 },
+	/* the rest of YCSB's workload_template: measurement and error
+	 * reporting of the Java client, a column family, insertion retries
+	 * (rkv-ycsb retries nothing and reports every error) */
+	{ "timeseries.granularity", K_IGNORE, 0, 0, 0 },
+	{ "columnfamily", K_IGNORE, 0, 0, 0 },
+	{ "measurement.raw.output_file", K_IGNORE, 0, 0, 0 },
+	{ "measurement.trackjvm", K_IGNORE, 0, 0, 0 },
+	{ "reportlatencyforeacherror", K_IGNORE, 0, 0, 0 },
+	{ "latencytrackederrors", K_IGNORE, 0, 0, 0 },
+	{ "core_workload_insertion_retry_limit", K_IGNORE, 0, 0, 0 },
+	{ "core_workload_insertion_retry_interval", K_IGNORE, 0, 0, 0 },
 };
 
 void ycsb_props_init(struct ycsb_props *p)

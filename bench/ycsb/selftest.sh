@@ -130,6 +130,35 @@ else
   notok "ordered keys with zeropadding"
 fi
 
+# every property of YCSB's workloads/workload_template, as that file sets
+# them (its commented ones too), is taken
+{
+  printf '%s\n' workload=com.yahoo.ycsb.workloads.CoreWorkload \
+    recordcount=1000 operationcount=3000 insertcount=1000 insertstart=0 \
+    fieldcount=10 fieldlength=100 readallfields=true writeallfields=false \
+    fieldlengthdistribution=constant readproportion=0.95 \
+    updateproportion=0.05 insertproportion=0 readmodifywriteproportion=0 \
+    scanproportion=0 maxscanlength=1000 scanlengthdistribution=uniform \
+    insertorder=hashed requestdistribution=zipfian hotspotdatafraction=0.2 \
+    hotspotopnfraction=0.8 maxexecutiontime=10 table=usertable \
+    columnfamily=family measurementtype=histogram histogram.buckets=1000 \
+    timeseries.granularity=1000 reportlatencyforeacherror=false \
+    'latencytrackederrors="a,b"'
+  echo 'measurement.raw.output_file = /tmp/raw'
+  echo 'measurement.trackjvm = false'
+  echo 'core_workload_insertion_retry_limit = 0'
+  echo 'core_workload_insertion_retry_interval = 3'
+} >"$tmp/template"
+if "$Y" -P "$tmp/template" --dump-ops 2 >"$tmp/out" 2>"$tmp/err" &&
+  [ "$(wc -l <"$tmp/out")" = 2 ]; then
+  ok "every property of YCSB's workload_template is taken"
+else
+  notok "every property of YCSB's workload_template is taken"
+fi
+expect 2 "fieldlengthdistribution: bad value 'zipfian'" \
+  "fieldlengthdistribution zipfian refused with one line, exit 2" -- \
+  "$Y" -P $W/workloadc -p fieldlengthdistribution=zipfian --dump-ops 1
+
 # request distributions over 1000 ordered keys: the first three keys, the
 # share of 2000 reads on keys below 200 and on keys from 700
 dist_keys() {
