@@ -74,8 +74,8 @@ static const struct cfg_row g_rows[] = {
 	{ "grace", T_U64, FIELD(grace_ms), 0, 1, 3600000, 0, "1000", "MS",
 	  "block reuse grace period in milliseconds (> --lease)" },
 	{ "idle-spin", T_U64, FIELD(idle_spin_us), 0, 0, 1000000, 0, "1000",
-	  "US", "after its last control message the loop spins this long, "
-	  "then blocks until the next (0: at once)" },
+	  "US", "after its last control message the loop stays awake this "
+	  "long (150 us naps), then blocks until the next (0: at once)" },
 	{ "chunk", T_SIZE, FIELD(chunk), 0, 4096, RKV_SRV_CHUNK_MAX, F_ALIGN64,
 	  "1M", "SIZE", "default chunk a client carves blocks from" },
 	{ "counters", T_U64, FIELD(counters), 0, 0, 1 << 20, 0, "4096", "N",

@@ -59,7 +59,7 @@ struct rkv_srv_config {
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
 	uint64_t lease_ms;              /* lock lease */
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
-	uint64_t idle_spin_us;          /* the loop spins this long after
+	uint64_t idle_spin_us;          /* the loop stays awake this long after
 					 * work, then blocks (main.c) */
 	uint64_t chunk;                 /* default chunk bytes */
 	uint64_t max_clients;
