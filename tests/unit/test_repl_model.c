@@ -157,6 +157,7 @@ struct ctx {
 	uint64_t *seen;
 	size_t seen_cap, nseen;
 	uint64_t states, ends, violations;
+	uint64_t limit;          /* states explored at most (0: all) */
 	char first[512];
 };
 
@@ -340,6 +341,8 @@ static void next(struct ctx *x, const struct state *s)
 
 	if (why)
 		fail(x, s, why);
+	if (x->limit && x->states >= x->limit)
+		return;
 	if (remember(x, s))
 		explore(x, s);
 }
@@ -733,7 +736,12 @@ static int run(const struct scen *sc, struct ctx *x)
 		return 0;
 	}
 	x->sc = sc;
-	x->seen_cap = (size_t)1 << 24;
+	/* sanitizers slow this single-threaded search 15x, and what they
+	 * could find in it (a bad access of the search itself) shows in its
+	 * first states as well: there each scenario stops at 250,000, the
+	 * plain build (make test) explores every state */
+	x->limit = RKV_TEST_SANITIZED ? 250000 : 0;
+	x->seen_cap = (size_t)1 << (RKV_TEST_SANITIZED ? 20 : 24);
 	x->seen = calloc(x->seen_cap, sizeof(uint64_t));
 	if (!x->seen)
 		return -1;
@@ -753,9 +761,13 @@ static int run(const struct scen *sc, struct ctx *x)
 	remember(x, &s);
 	explore(x, &s);
 	free(x->seen);
-	printf("#   %-28s %9llu states, %7llu ends, %s\n", sc->name,
+	printf("#   %-28s %9llu states, %7llu ends, %s%s\n", sc->name,
 	       (unsigned long long)x->states, (unsigned long long)x->ends,
-	       x->violations ? "VIOLATION" : "no violation");
+	       x->violations ? "VIOLATION" : "no violation",
+	       x->limit && x->states >= x->limit ?
+		       " (a sanitizer build stops there; the plain one "
+		       "explores all)" :
+		       "");
 	if (x->violations)
 		printf("#     %s\n", x->first);
 	fflush(stdout);
