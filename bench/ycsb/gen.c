@@ -236,6 +236,7 @@ int ycsb_wl_init(struct ycsb_wl *wl, const struct ycsb_props *p,
 	/* new ExponentialGenerator(percentile, recordcount * frac) */
 	wl->exp_gamma = -log(1.0 - p->exp_percentile / 100.0) /
 			((double)p->recordcount * p->exp_frac);
+	wl->hot_keys = (uint64_t)((double)wl->insertcount * p->hot_data);
 	atomic_init(&wl->seq_next, 0);
 	wl->seq = &wl->seq_next;
 	return 0;
@@ -305,8 +306,7 @@ static uint64_t choose(struct ycsb_gen *g)
 	}
 	case YCSB_DIST_HOTSPOT: {
 		/* HotspotIntegerGenerator over [insertstart, + insertcount) */
-		uint64_t hot = (uint64_t)((double)wl->insertcount * p->hot_data);
-		uint64_t cold = wl->insertcount - hot;
+		uint64_t hot = wl->hot_keys, cold = wl->insertcount - hot;
 		int in_hot = ycsb_rng_double(&g->rng) < p->hot_opn;
 
 		if (!hot || !cold)

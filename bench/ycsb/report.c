@@ -153,11 +153,11 @@ int ycsb_report_json(const char *path, const struct ycsb_result *r)
 		r->threads, r->batch, r->target, r->seed, p->recordcount,
 		p->operationcount, p->fieldcount, p->fieldlength,
 		g_dist[p->reqdist], r->seconds, r->ops, (double)r->ops / s);
-	if (not_run(r) >= 0) {
-		int t = not_run(r);
+	int nr = not_run(r);
 
+	if (nr >= 0) {
 		fprintf(f, "\"not_run\":");
-		json_str(f, r->skip_why[t] ? r->skip_why[t] : "skipped");
+		json_str(f, r->skip_why[nr] ? r->skip_why[nr] : "skipped");
 		fprintf(f, ",");
 	}
 	fprintf(f, "\"ops_by_type\":[");

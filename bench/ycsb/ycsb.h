@@ -156,6 +156,7 @@ struct ycsb_wl {
 	uint64_t sz_itemcount;      /* scrambled zipfian key space */
 	struct ycsb_acked *acked;   /* run phase insert sequence */
 	double exp_gamma;           /* ExponentialGenerator's gamma */
+	uint64_t hot_keys;          /* hotspot: keys in the hot set */
 	_Atomic uint64_t seq_next;  /* SequentialGenerator's counter, shared
 				     * by the threads as YCSB's is ... */
 	_Atomic uint64_t *seq;      /* ... (&seq_next) */
