@@ -45,59 +45,80 @@ void cache_fini(struct rkv_client *c)
 	c->cache = NULL;
 }
 
-static struct cache_ent *slot_of(struct rkv_client *c, const struct opslot *o)
+/* Direct-mapped on the key's second hash; a replicated write's legs
+ * (salt: the backup's index + 1) keep their entries elsewhere, the hash
+ * mixed with the server, so a key has an entry per replica.  The op's own
+ * server uses salt 0. */
+static struct cache_ent *slot_of(struct rkv_client *c,
+				 const struct rkv_key_hash *kh, unsigned salt)
 {
-	return &c->cache[o->kh.h2 & (c->cache_n - 1)];
+	return &c->cache[(kh->h2 ^ ((uint64_t)salt * 0x9e3779b97f4a7c15ull)) &
+			 (c->cache_n - 1)];
 }
 
-struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
-{
-	struct cache_ent *e = cache_find_any(c, o);
-
-	if (e && rkv_coarse_ms() - e->t_ms + RKV_COARSE_SLACK_MS >=
-			 o->p->g.grace_ms)
-		return NULL;
-	return e;
-}
-
-struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o)
+static struct cache_ent *find(struct rkv_client *c,
+			      const struct rkv_key_hash *kh, const void *key,
+			      size_t key_len, unsigned server, unsigned salt,
+			      uint32_t grace_ms)
 {
 	struct cache_ent *e;
 
 	if (!c->cache_n)
 		return NULL;
-	e = slot_of(c, o);
-	if (!e->key || e->key_len != o->op->key_len ||
-	    e->server != o->p->idx ||
-	    memcmp(e->key, o->op->key, e->key_len) != 0)
+	e = slot_of(c, kh, salt);
+	if (!e->key || e->key_len != key_len || e->server != server ||
+	    memcmp(e->key, key, key_len) != 0)
+		return NULL;
+	if (grace_ms &&
+	    rkv_coarse_ms() - e->t_ms + RKV_COARSE_SLACK_MS >= grace_ms)
 		return NULL;
 	return e;
 }
 
-void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
-		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi)
+struct cache_ent *cache_find_at(struct rkv_client *c,
+				const struct rkv_key_hash *kh, const void *key,
+				size_t key_len, unsigned server,
+				uint32_t grace_ms)
+{
+	return find(c, kh, key, key_len, server, server + 1, grace_ms);
+}
+
+struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o)
+{
+	return find(c, &o->kh, o->op->key, o->op->key_len, o->p->idx, 0,
+		    o->p->g.grace_ms ? o->p->g.grace_ms : 1);
+}
+
+struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o)
+{
+	return find(c, &o->kh, o->op->key, o->op->key_len, o->p->idx, 0, 0);
+}
+
+static void store(struct rkv_client *c, const struct rkv_key_hash *kh,
+		  const void *key, size_t key_len, unsigned server,
+		  unsigned salt, unsigned pos, uint64_t slot_addr,
+		  uint64_t slot, uint32_t blk_size, const struct blk_info *bi)
 {
 	struct cache_ent *e;
 
 	if (!c->cache_n || rkv_slot_empty(slot) || rkv_slot_locked(slot) ||
 	    rkv_slot_tentative(slot))
 		return;
-	e = slot_of(c, o);
-	if (!e->key || e->key_len != o->op->key_len ||
-	    memcmp(e->key, o->op->key, e->key_len) != 0) {
-		char *k = rkv_malloc(o->op->key_len);
+	e = slot_of(c, kh, salt);
+	if (!e->key || e->key_len != key_len ||
+	    memcmp(e->key, key, key_len) != 0) {
+		char *k = rkv_malloc(key_len);
 
 		if (!k)
 			return;
-		memcpy(k, o->op->key, o->op->key_len);
+		memcpy(k, key, key_len);
 		rkv_free(e->key);
 		e->key = k;
-		e->key_len = (uint16_t)o->op->key_len;
+		e->key_len = (uint16_t)key_len;
 	}
-	e->server = (uint16_t)o->p->idx;
+	e->server = (uint16_t)server;
 	e->pos = pos;
-	e->slot_addr = peer_slot_addr(o->p, o->b[pos / RKV_SLOTS_PER_BUCKET],
-				 pos % RKV_SLOTS_PER_BUCKET);
+	e->slot_addr = slot_addr;
 	e->slot = slot;
 	e->blk_size = blk_size;
 	e->t_ms = rkv_coarse_ms();
@@ -106,18 +127,48 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		e->info = *bi;
 }
 
-void cache_drop(struct rkv_client *c, const struct opslot *o)
+void cache_store_at(struct rkv_client *c, const struct rkv_key_hash *kh,
+		    const void *key, size_t key_len, unsigned server,
+		    unsigned pos, uint64_t slot_addr, uint64_t slot,
+		    uint32_t blk_size, const struct blk_info *bi)
+{
+	store(c, kh, key, key_len, server, server + 1, pos, slot_addr, slot,
+	      blk_size, bi);
+}
+
+void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
+		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi)
+{
+	store(c, &o->kh, o->op->key, o->op->key_len, o->p->idx, 0, pos,
+	      peer_slot_addr(o->p, o->b[pos / RKV_SLOTS_PER_BUCKET],
+			     pos % RKV_SLOTS_PER_BUCKET),
+	      slot, blk_size, bi);
+}
+
+static void drop(struct rkv_client *c, const struct rkv_key_hash *kh,
+		 const void *key, size_t key_len, unsigned salt)
 {
 	struct cache_ent *e;
 
 	if (!c->cache_n)
 		return;
-	e = slot_of(c, o);
-	if (e->key && e->key_len == o->op->key_len &&
-	    memcmp(e->key, o->op->key, e->key_len) == 0) {
+	e = slot_of(c, kh, salt);
+	if (e->key && e->key_len == key_len &&
+	    memcmp(e->key, key, key_len) == 0) {
 		rkv_free(e->key);
 		e->key = NULL;
 	}
+}
+
+void cache_drop_at(struct rkv_client *c, const struct rkv_key_hash *kh,
+		   const void *key, size_t key_len, unsigned server)
+{
+	drop(c, kh, key, key_len, server + 1);
+}
+
+void cache_drop(struct rkv_client *c, const struct opslot *o)
+{
+	drop(c, &o->kh, o->op->key, o->op->key_len, 0);
 }
 
 void cache_drop_server(struct rkv_client *c, unsigned si)

@@ -146,14 +146,15 @@ static int take_servers(struct rkv_client *c)
 	rc = take_map(c);
 	if (rc)
 		return rc;
-	if (c->map->replicas > 1) {
-		/* refused rather than served with one copy: a user who asked
-		 * for r copies must not believe to have them */
-		clog_(c, RKV_LOG_ERROR, "the cluster map asks for replicas %u: "
-		      "this version of rkv does not replicate yet",
-		      c->map->replicas);
-		return -EOPNOTSUPP;
+	if (c->map->replicas > c->map->n) {
+		/* refused rather than served with fewer copies: a user who
+		 * asked for r copies must not believe to have them */
+		clog_(c, RKV_LOG_ERROR, "the cluster map asks for replicas %u "
+		      "but lists %u server%s", c->map->replicas, c->map->n,
+		      c->map->n == 1 ? "" : "s");
+		return -EINVAL;
 	}
+	c->r = rkv_map_r(c->map);
 	c->nsrv = c->map->n;
 	c->peer_cap = c->nsrv;
 	if (c->opts.cluster_file && rkv_reg_is_url(c->opts.cluster_file)) {
@@ -205,7 +206,10 @@ static int make_engine(struct rkv_client *c)
 	to.device = c->opts.device;
 	to.port = c->opts.port;
 	to.gid_index = c->opts.gid_index;
-	to.max_send_wr = c->nslots * ROUND_MAX_WR + CTRL_SEND_BUFS + 4;
+	/* r > 1: a slot's legs post on the backups beside its own rounds
+	 * (and a leg's stale round may still be out) */
+	to.max_send_wr = c->nslots * ROUND_MAX_WR * (c->r > 1 ? 2 : 1) +
+			 CTRL_SEND_BUFS + 4;
 	if (to.max_send_wr > 16384)
 		to.max_send_wr = 16384;
 	to.max_recv_wr = CTRL_RECVS + 4;
@@ -218,7 +222,7 @@ static int make_engine(struct rkv_client *c)
 	rc = rkv_tp_create(&to, &c->eng.tp);
 	if (rc)
 		return rc;
-	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR +
+	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR * 2 * c->r +
 					c->peer_cap * (CTRL_SEND_BUFS + CTRL_RECVS) +
 					64,
 			     &c->eng.cq);
@@ -233,6 +237,7 @@ static int make_lmem(struct rkv_client *c)
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
 	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) +
+		      (size_t)c->nslots * (c->r - 1) * c->op_buf_size +
 		      (size_t)c->peer_cap * CTRL_MEM +
 		      AUX_CALLS * sizeof(uint64_t);
 	c->lmem = mmap(NULL, c->lmem_len, PROT_READ | PROT_WRITE,
@@ -261,6 +266,18 @@ static int carve(struct rkv_client *c)
 	}
 	c->new_blk = p;
 	p += c->nslots * c->new_blk_size;
+	if (c->r > 1) {
+		/* each slot's legs (op_repl.c): a buffer per backup */
+		c->legs = rkv_calloc((size_t)c->nslots * REPL_LEGS,
+				     sizeof(*c->legs));
+		if (!c->legs)
+			return -ENOMEM;
+		for (unsigned i = 0; i < c->nslots; i++) {
+			repl_slot_init(&c->slots[i], &c->legs[i * REPL_LEGS],
+				       p, c->op_buf_size, c->eng.lmr->lkey);
+			p += (size_t)(c->r - 1) * c->op_buf_size;
+		}
+	}
 	c->ctrl_mem = p;
 	p += c->peer_cap * CTRL_MEM;
 	c->eng.links = c->links;
@@ -350,6 +367,7 @@ void rkv_client_destroy(struct rkv_client *c)
 	scan_fini(c);
 	cache_fini(c);
 	rkv_free(c->slots);
+	rkv_free(c->legs);
 	rkv_free(c->space);
 	rkv_free(c->peer);
 	rkv_free(c->map);

@@ -76,6 +76,8 @@ struct rkv_client {
 	 * that came after it: cluster.c) */
 	struct rkv_map *map;
 	struct rkv_map *next;    /* the map a migration moves to, or NULL */
+	unsigned r;              /* replication factor (rkv_map_r) */
+	struct leg *legs;        /* REPL_LEGS per slot when r > 1 */
 	uint16_t owner[RKV_MAP_PARTS]; /* partition -> peer index */
 	struct peer *peer;       /* peer[i] for i < map->n: map->srv[i] */
 	struct space *space;     /* space[i]: ours on peer[i] */
@@ -198,6 +200,18 @@ struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi);
 void cache_drop(struct rkv_client *c, const struct opslot *o);
+/* The same by key and server (a replicated write's legs): grace_ms 0 any
+ * age, else trusted within it. */
+struct cache_ent *cache_find_at(struct rkv_client *c,
+				const struct rkv_key_hash *kh, const void *key,
+				size_t key_len, unsigned server,
+				uint32_t grace_ms);
+void cache_store_at(struct rkv_client *c, const struct rkv_key_hash *kh,
+		    const void *key, size_t key_len, unsigned server,
+		    unsigned pos, uint64_t slot_addr, uint64_t slot,
+		    uint32_t blk_size, const struct blk_info *bi);
+void cache_drop_at(struct rkv_client *c, const struct rkv_key_hash *kh,
+		   const void *key, size_t key_len, unsigned server);
 /* Forget every entry of server si (it reconnected: new regions). */
 void cache_drop_server(struct rkv_client *c, unsigned si);
 

@@ -91,8 +91,9 @@ static int parse_kv(struct rkv_client *c, const struct rkv_reg_url *u,
 		rc = -EINVAL;
 	}
 	if (!rc && m->replicas > 1) {
-		snprintf(why, sizeof(why), "it asks for replicas %u, and this "
-			 "version of rkv does not replicate yet", m->replicas);
+		snprintf(why, sizeof(why), "it asks for replicas %u: "
+			 "replication is served from a cluster file; over "
+			 "etcd it waits for failover", m->replicas);
 		rc = -EOPNOTSUPP;
 	}
 	if (rc)

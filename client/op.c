@@ -240,6 +240,8 @@ void op_finish(struct opslot *o, int status)
 
 	if (o->state == OP_DONE || o->state == OP_FREE)
 		return;
+	if (o->repl.nlegs)
+		repl_end(o);
 	nb_drop(o);
 	o->op->status = status;
 	o->op->latency_ns = rkv_now_ns() - o->t_start_ns;
@@ -282,6 +284,14 @@ void op_attempt(struct opslot *o)
 	o->cached = 0;
 	o->rmw.release_retry = 0;
 	o->t_round_ms = rkv_coarse_ms();
+	if (o->repl.nlegs) {
+		int rc = repl_begin(o);
+
+		if (rc) {
+			op_finish(o, rc);
+			return;
+		}
+	}
 	o->kind->attempt(o);
 }
 
@@ -358,6 +368,7 @@ static void op_start(struct opslot *o)
 	o->ins = (struct ins_state){ 0 };
 	o->rmw = (struct rmw_state){ 0 };
 	o->old_grant = 0;
+	o->repl = (struct repl_state){ 0 };
 	op->rtts = 0;
 	op->out_len = 0;
 	o->state = OP_IO;
@@ -373,6 +384,17 @@ static void op_start(struct opslot *o)
 		/* a dead server costs its own keys only (peers.c) */
 		op_finish(o, rc);
 		return;
+	}
+	if (c->r > 1 && o->kind->writes) {
+		if (o->d) {
+			/* device buffers are not replicated yet */
+			op_finish(o, -EOPNOTSUPP);
+			return;
+		}
+		/* every write is an rmw with its legs (op_repl.c) */
+		o->kind = repl_kind(o->kind);
+		o->repl.nlegs = c->r - 1;
+		o->x_try = 0;
 	}
 	op_attempt(o);
 }
@@ -395,6 +417,8 @@ void ops_space_ready(void *client, struct space *sp)
 
 		if (o->state == OP_WAIT_SPACE && o->sp == sp)
 			space_ready(o);
+		else if (o->state == OP_IO && o->step == REPL_INSTALL)
+			repl_space_ready(o, sp);
 	}
 }
 
@@ -444,6 +468,8 @@ void ops_run(void *client, uint64_t *now_ms)
 
 		if (o->state == OP_START) {
 			op_start(o);
+		} else if (o->state == OP_IO && o->step == REPL_INSTALL) {
+			repl_space_ready(o, NULL);
 		} else if (o->state == OP_WAIT_TIMER ||
 			   o->state == OP_WAIT_SPACE) {
 			if (!*now_ms)

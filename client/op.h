@@ -98,6 +98,24 @@ enum kind_step {
 	RMW_HEAD_PUT,       /* head put: WRITE block + CAS from cached */
 	RMW_WAIT_LOCK,      /* timer: the slot is locked */
 	RMW_PARKED,         /* space: the new value waits for a chunk */
+	RMW_PARKED_INS,     /* space: r > 1, an absent key's tombstone
+			     * waits for a chunk (then inserted from the
+			     * buckets read) */
+	REPL_INSTALL,       /* r > 1: the primary is locked and our value
+			     * ready; the legs install it on the backups
+			     * (op_repl.c), then RMW_RELEASE */
+};
+
+/* A leg's steps (op_repl.c): its own rounds on one backup. */
+enum leg_step {
+	LEG_IDLE = 0,
+	LEG_WORD,           /* READ the cached slot word */
+	LEG_BUCKETS,        /* READ both buckets */
+	LEG_VERIFY,         /* READ the fingerprint matches' blocks */
+	LEG_LOCATED,        /* knows the key's copy on the backup (or none) */
+	LEG_INSTALL,        /* [WRITE block] CAS the copy to our block
+			     * (+ CAS stale duplicates to empty) */
+	LEG_DONE,           /* the backup holds sequence >= ours */
 };
 
 enum mig_step {
@@ -126,9 +144,18 @@ struct cand {
 
 struct opslot;
 
+/* What a write does with the key under the primary's lock (r > 1, where
+ * put and delete run as rmws: op_repl.c). */
+enum op_wmode {
+	WM_FN = 0,           /* the rmw callback decides */
+	WM_PUT,              /* write op->val */
+	WM_DEL,              /* write a tombstone (ENOENT if absent) */
+};
+
 struct op_kind {
 	const char *name;
 	int writes;          /* refused for a read-only client */
+	enum op_wmode wmode; /* as a replicated write */
 	/* start an attempt (the first, or after a retry) */
 	void (*attempt)(struct opslot *o);
 	/* a round of one of the kind's own steps came back */
@@ -150,6 +177,7 @@ struct op_kind {
 
 extern const struct op_kind op_get, op_put, op_del, op_rmw;
 extern const struct op_kind op_split_get, op_head_put;
+extern const struct op_kind op_rput, op_rdel; /* put, delete at r > 1 */
 
 /* Our new block: carved, encoded, written, then published or dropped. */
 struct newblk {
@@ -186,6 +214,65 @@ struct rmw_state {
 	int action;              /* RKV_RMW_* or -errno chosen by fn */
 	size_t len;              /* value length fn produced */
 	uint64_t version;        /* version of the block to write */
+};
+
+/* A replicated write's leg on one backup (op_repl.c, docs/DESIGN.md §9.7):
+ * it locates the key's copy there, and when the primary's lock is held
+ * and the value known, installs our block over it unless the backup
+ * already holds our sequence or a newer one.  Legs never decide the
+ * write; the primary's machine does. */
+struct leg {
+	struct wr_ctx ctx[4];    /* [round parity * 2 + signaled] */
+	struct opslot *o;
+	struct peer *p;          /* the backup ... */
+	struct space *sp;        /* ... and our space on it */
+	char *buf;               /* registered buffer, the OB_* layout */
+	unsigned step;           /* enum leg_step */
+	unsigned round;          /* rounds posted (parity) */
+	unsigned nrounds;        /* rounds since the phase began (RTTs) */
+	unsigned nwr;
+	int busy;                /* a round is in flight */
+	int stale;               /* its op went on without it: the round in
+				  * flight is ignored when it completes */
+	int err;                 /* first error of the round in flight */
+	int wait_space;          /* its block waits for a chunk */
+	int pending;             /* start locating once the stale round is
+				  * back ... */
+	unsigned next_si;        /* ... on this backup */
+	unsigned tries;          /* locates of this attempt */
+	uint64_t b[2];
+	unsigned npos;
+	/* the key's copy on the backup (LEG_LOCATED) */
+	int found;
+	unsigned pos;
+	uint64_t word;
+	uint64_t seq;            /* its block's header version */
+	uint32_t grant;          /* its block's grant (0: unknown) */
+	unsigned ndup;           /* older copies, cleared by the install */
+	unsigned dup_pos[MAX_CAND];
+	uint64_t dup_word[MAX_CAND];
+	uint32_t dup_grant[MAX_CAND];
+	uint64_t t_ms;           /* when its locate began (grace) */
+	struct cand cand[MAX_CAND]; /* fingerprint matches to verify */
+	unsigned ncand, vfrom, vend;
+	char bucket_copy[2 * RKV_BUCKET_SIZE]; /* the buckets located in */
+	/* our block on the backup */
+	struct blk_ref ref;
+	uint32_t size;           /* 0: none carved */
+	int written;
+	uint64_t newword;        /* the word the install CASes in */
+	struct rkv_wr wr[ROUND_MAX_WR];
+};
+
+#define REPL_LEGS (RKV_MAP_REPLICAS_MAX - 1)
+
+struct repl_state {
+	unsigned nlegs;          /* r - 1 while the op writes; 0: none */
+	int install;             /* the primary waits for the legs */
+	int err;                 /* a leg failed: the write fails */
+	int fresh;               /* the key had no slot on the primary */
+	uint64_t seq;            /* the sequence our blocks carry */
+	unsigned rtt0;           /* op->rtts when the attempt began */
 };
 
 struct opslot {
@@ -227,6 +314,8 @@ struct opslot {
 	struct newblk nb;
 	struct ins_state ins;
 	struct rmw_state rmw;
+	struct repl_state repl;
+	struct leg *leg;         /* REPL_LEGS legs (client.h: r > 1), or NULL */
 	/* extension kinds (rkv_ext.h): the descriptor, and whether the
 	 * fast path may still be tried */
 	struct rkv_ext_op *x;
@@ -340,6 +429,34 @@ void mig_route(struct rkv_client *c);
 /* Move the op to server si and start it again there. */
 void op_redirect(struct opslot *o, unsigned si);
 
+/* ---- op_repl.c: replicated writes (r > 1) */
+
+/* Set up the legs of slot o (bufs: REPL_LEGS registered buffers of the
+ * op buffer's size, consecutive). */
+void repl_slot_init(struct opslot *o, struct leg *legs, char *bufs,
+		    size_t buf_size, uint32_t lkey);
+/* The kind a write runs as at r > 1 (k itself for rmw and reads). */
+const struct op_kind *repl_kind(const struct op_kind *k);
+/* A write's attempt begins: point the legs at the key's backups and start
+ * locating it there.  0, or the error a backup is down with. */
+int repl_begin(struct opslot *o);
+/* The primary is locked (sequence o->repl.seq) and our new block encoded:
+ * install it on every backup, then release (rmw_release). */
+void repl_install(struct opslot *o);
+/* The op is over or starts again: legs stop, unpublished blocks go back. */
+void repl_end(struct opslot *o);
+/* Legs waiting for a chunk on sp go on (sp NULL: the poll of each
+ * progress pass; those no chunk is asked for any more, or past the
+ * deadline). */
+void repl_space_ready(struct opslot *o, struct space *sp);
+/* The sequence of a lock: the least number above header version h whose
+ * low 8 bits are the locked word's version. */
+uint64_t repl_seq(uint64_t h, uint64_t lockword);
+/* Make our new block a tombstone (flag DELETED) of sequence version. */
+int nb_make_tomb(struct opslot *o, uint64_t version);
+/* A block read is a tombstone (reads as absent). */
+int blk_deleted(const char *blk);
+
 /* ---- shared by the kinds (the extension kinds reuse get's and rmw's) */
 
 void get_deliver(struct opslot *o, const char *blk, uint32_t size,
@@ -350,6 +467,10 @@ void rmw_attempt(struct opslot *o);
 void rmw_round(struct opslot *o);
 void rmw_call_fn(struct opslot *o, const void *old, uint32_t old_len);
 void rmw_commit(struct opslot *o);
+/* Post the releasing round (after the install at r > 1). */
+void rmw_release(struct opslot *o);
+/* Release the lock unchanged, then finish with err. */
+void rmw_abort(struct opslot *o, int err);
 void get_found(struct opslot *o, struct cand *cd);
 void get_absent(struct opslot *o);
 struct rkv_op_stats *get_stats(struct rkv_client_stats *st);
@@ -358,5 +479,10 @@ void rmw_absent(struct opslot *o);
 void rmw_timer(struct opslot *o);
 void rmw_space(struct opslot *o);
 struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st);
+struct rkv_op_stats *put_stats(struct rkv_client_stats *st);
+struct rkv_op_stats *del_stats(struct rkv_client_stats *st);
+/* r > 1: the tombstone an insert committed is locked by us: go on as a
+ * write of a present key (op_ins.c). */
+void rmw_locked_new(struct opslot *o);
 
 #endif

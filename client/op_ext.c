@@ -64,7 +64,8 @@ static void split_deliver(struct opslot *o, uint64_t slot)
 	size_t kl = o->op->key_len, pre = RKV_BLOCK_HDR_SIZE + kl + x->head;
 	struct blk_info bi;
 
-	if (h->key_len != kl || h->val_len != x->head + x->tail_len) {
+	if (h->key_len != kl || h->val_len != x->head + x->tail_len ||
+	    blk_deleted(blk)) {
 		/* another shape, or torn: let the plain get decide */
 		o->x_try = 0;
 		op_attempt(o);

@@ -31,6 +31,10 @@ void get_deliver(struct opslot *o, const char *blk, uint32_t size,
 		o->x->split = 0;
 	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size,
 		    o->d ? NULL : blk_info_of(&bi, blk, size));
+	if (blk_deleted(blk)) {
+		op_finish(o, -ENOENT); /* a tombstone (r > 1) */
+		return;
+	}
 	o->op->out_len = vl;
 	if (o->d) {
 		op_finish(o, gpu_deliver(o, v, vl));

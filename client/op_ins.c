@@ -102,9 +102,14 @@ void ins_abort(struct opslot *o, int err)
 	withdraw(o);
 }
 
+/* At r > 1 the tentative tombstone commits locked: readers see the key
+ * absent until the value is on every backup (docs/DESIGN.md §9.7). */
 static void commit(struct opslot *o)
 {
-	cas_round(o, o->newslot, o->newslot & ~RKV_SLOT_TENT, INS_COMMIT);
+	uint64_t w = o->newslot & ~RKV_SLOT_TENT;
+
+	cas_round(o, o->newslot, o->repl.nlegs ? w | RKV_SLOT_LOCK : w,
+		  INS_COMMIT);
 }
 
 /* Step 2, and after every wait: look at the other copies of the key. */
@@ -263,6 +268,13 @@ static void committed(struct opslot *o)
 		return;
 	}
 	o->newslot &= ~RKV_SLOT_TENT;
+	if (o->repl.nlegs) {
+		o->old_grant = o->nb.ref.grant;
+		o->rmw.lockval = o->newslot;
+		nb_published(o);
+		rmw_locked_new(o);
+		return;
+	}
 	nb_published(o);
 	cache_store(o->c, o, o->slot_pos, o->newslot, o->nb.pub_size,
 		    nb_info(o, &bi));

@@ -79,7 +79,7 @@ static void put_round(struct opslot *o)
 	op_finish(o, 0);
 }
 
-static struct rkv_op_stats *put_stats(struct rkv_client_stats *st)
+struct rkv_op_stats *put_stats(struct rkv_client_stats *st)
 {
 	return &st->put;
 }
@@ -154,7 +154,7 @@ static void del_round(struct opslot *o)
 	op_finish(o, 0);
 }
 
-static struct rkv_op_stats *del_stats(struct rkv_client_stats *st)
+struct rkv_op_stats *del_stats(struct rkv_client_stats *st)
 {
 	return &st->del;
 }

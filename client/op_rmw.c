@@ -10,6 +10,12 @@
  * back with the version bumped (keep).  A lock held longer than a lease
  * is taken over; its holder's release then fails and it retries.  An
  * absent key is inserted (op_ins.c) with the callback's value.
+ *
+ * At r > 1 put and delete run here too (op_rput, op_rdel: their wmode
+ * says what to write), the lock's sequence goes into the new block, the
+ * value is installed on the backups between the callback and the
+ * release (op_repl.c), a delete writes a tombstone, and an absent key is
+ * first inserted as a locked tombstone, then written like a present one.
  */
 #include "client.h"
 
@@ -67,20 +73,30 @@ static void wait_lock(struct opslot *o, uint64_t seen)
  */
 void rmw_commit(struct opslot *o)
 {
-	int act = o->rmw.action;
+	int act = o->rmw.action, repl = o->repl.nlegs > 0, rc = 0;
 
 	if (act == RKV_RMW_WRITE) {
-		int rc = o->rmw.len > o->c->opts.max_value ? -EMSGSIZE :
-			 nb_make(o, new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
-					    o->op->key_len,
-				 o->rmw.len, o->rmw.version);
+		const void *src = o->kind->wmode == WM_PUT ?
+				  o->op->val :
+				  new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
+					  o->op->key_len;
 
-		if (rc == -EAGAIN) {
-			o->step = RMW_PARKED;
+		rc = o->rmw.len > o->c->opts.max_value ?
+			     -EMSGSIZE :
+			     nb_make(o, src, o->rmw.len, o->rmw.version);
+	} else if (act == RKV_RMW_DELETE && repl && o->rmw.locked) {
+		rc = nb_make_tomb(o, o->rmw.version);
+	}
+	if (rc == -EAGAIN) {
+		o->step = RMW_PARKED;
+		return;
+	}
+	if (rc) {
+		if (o->rmw.locked) {
+			rmw_abort(o, rc);
 			return;
 		}
-		if (rc)
-			act = o->rmw.action = rc;
+		act = o->rmw.action = rc;
 	}
 	if (!o->rmw.locked) {
 		if (act == RKV_RMW_WRITE)
@@ -89,8 +105,20 @@ void rmw_commit(struct opslot *o)
 			op_finish(o, act < 0 ? act : 0);
 		return;
 	}
+	if (repl && (act == RKV_RMW_WRITE || act == RKV_RMW_DELETE)) {
+		repl_install(o); /* then rmw_release */
+		return;
+	}
+	rmw_release(o);
+}
+
+void rmw_release(struct opslot *o)
+{
+	int act = o->rmw.action;
+
 	round_begin(o);
-	if (act == RKV_RMW_WRITE) {
+	if (act == RKV_RMW_WRITE ||
+	    (act == RKV_RMW_DELETE && o->repl.nlegs)) {
 		o->newslot = nb_slot_word(o, o->rmw.lockval);
 		wr_block(o);
 	} else if (act == RKV_RMW_DELETE) {
@@ -101,6 +129,34 @@ void rmw_commit(struct opslot *o)
 	o->expect = o->rmw.lockval;
 	cas(o, o->slot_pos, o->rmw.lockval, o->newslot);
 	round_post(o, RMW_RELEASE);
+}
+
+void rmw_abort(struct opslot *o, int err)
+{
+	o->rmw.action = RKV_RMW_KEEP;
+	rmw_release(o);
+	o->rmw.action = err;
+}
+
+/* What the write does with the value found under the lock (v NULL: the
+ * key is absent or a tombstone): the callback, or a put's or delete's
+ * given action.  o->rmw.action and .len are set. */
+static void rmw_decide(struct opslot *o, const void *v, uint32_t vl)
+{
+	switch (o->kind->wmode) {
+	case WM_PUT:
+		o->rmw.action = RKV_RMW_WRITE;
+		o->rmw.len = o->op->val_len;
+		return;
+	case WM_DEL:
+		o->rmw.action = v ? RKV_RMW_DELETE : -ENOENT;
+		return;
+	case WM_FN:
+		break;
+	}
+	rmw_call_fn(o, v, vl);
+	if (!v && o->rmw.action == RKV_RMW_DELETE)
+		o->rmw.action = RKV_RMW_KEEP; /* absent already */
 }
 
 /* We hold the lock; blk (size bytes) is the block it covers. */
@@ -118,16 +174,32 @@ static void locked(struct opslot *o, const char *blk, uint32_t size)
 		rmw_commit(o);
 		return;
 	}
-	o->rmw.version = h->version + 1;
 	o->old_grant = h->grant;
-	rmw_call_fn(o, v, vl);
+	if (o->repl.nlegs) {
+		o->rmw.version = o->repl.seq = repl_seq(h->version,
+							 o->rmw.lockval);
+		if (blk_deleted(blk))
+			v = NULL, vl = 0;
+	} else {
+		o->rmw.version = h->version + 1;
+	}
+	rmw_decide(o, v, vl);
 	if (o->rmw.action < 0) {
 		/* abort: release unchanged, then report the error */
-		int err = o->rmw.action;
+		rmw_abort(o, o->rmw.action);
+		return;
+	}
+	rmw_commit(o);
+}
 
-		o->rmw.action = RKV_RMW_KEEP;
-		rmw_commit(o);
-		o->rmw.action = err;
+void rmw_locked_new(struct opslot *o)
+{
+	o->rmw.locked = 1;
+	o->repl.fresh = 1;
+	o->rmw.version = o->repl.seq = repl_seq(0, o->rmw.lockval);
+	rmw_decide(o, NULL, 0);
+	if (o->rmw.action < 0) {
+		rmw_abort(o, o->rmw.action);
 		return;
 	}
 	rmw_commit(o);
@@ -160,10 +232,34 @@ void rmw_found(struct opslot *o, struct cand *cd)
 
 void rmw_absent(struct opslot *o)
 {
+	int rc;
+
 	o->rmw.locked = 0;
-	o->rmw.version = 1;
-	rmw_call_fn(o, NULL, 0);
-	rmw_commit(o);
+	if (!o->repl.nlegs) {
+		o->rmw.version = 1;
+		rmw_call_fn(o, NULL, 0);
+		rmw_commit(o);
+		return;
+	}
+	/* r > 1: nothing to do for a delete; anything else first inserts
+	 * a tombstone that commits locked (op_ins.c), then goes on as a
+	 * write of a present key (rmw_locked_new) */
+	if (o->kind->wmode == WM_DEL) {
+		op_finish(o, -ENOENT);
+		return;
+	}
+	rc = nb_make_tomb(o, 0);
+	if (rc == -EAGAIN) {
+		/* parked: inserted when space comes, from the buckets read
+		 * (the insert re-reads them after its CAS anyway) */
+		o->step = RMW_PARKED_INS;
+		return;
+	}
+	if (rc) {
+		op_finish(o, rc);
+		return;
+	}
+	ins_start(o);
 }
 
 static void lock_done(struct opslot *o)
@@ -241,7 +337,8 @@ static void released(struct opslot *o)
 		op_retry(o);
 		return;
 	}
-	if (o->rmw.action == RKV_RMW_WRITE) {
+	if (o->rmw.action == RKV_RMW_WRITE ||
+	    (o->rmw.action == RKV_RMW_DELETE && o->repl.nlegs)) {
 		unlink_block(o, o->expect);
 		nb_published(o);
 		cache_store(o->c, o, o->slot_pos, o->newslot, o->nb.pub_size,
@@ -288,6 +385,8 @@ void rmw_space(struct opslot *o)
 {
 	if (o->step == RMW_PARKED)
 		rmw_commit(o);
+	else if (o->step == RMW_PARKED_INS)
+		rmw_absent(o);
 	else
 		op_attempt(o);
 }
@@ -300,6 +399,7 @@ struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st)
 const struct op_kind op_rmw = {
 	.name = "rmw",
 	.writes = 1,
+	.wmode = WM_FN,
 	.attempt = rmw_attempt,
 	.round = rmw_round,
 	.found = rmw_found,
@@ -307,4 +407,31 @@ const struct op_kind op_rmw = {
 	.space = rmw_space,
 	.timer = rmw_timer,
 	.stats = rmw_stats,
+};
+
+/* Put and delete at r > 1: rmws of a given value or a tombstone. */
+const struct op_kind op_rput = {
+	.name = "put",
+	.writes = 1,
+	.wmode = WM_PUT,
+	.attempt = rmw_attempt,
+	.round = rmw_round,
+	.found = rmw_found,
+	.absent = rmw_absent,
+	.space = rmw_space,
+	.timer = rmw_timer,
+	.stats = put_stats,
+};
+
+const struct op_kind op_rdel = {
+	.name = "delete",
+	.writes = 1,
+	.wmode = WM_DEL,
+	.attempt = rmw_attempt,
+	.round = rmw_round,
+	.found = rmw_found,
+	.absent = rmw_absent,
+	.space = rmw_space,
+	.timer = rmw_timer,
+	.stats = del_stats,
 };

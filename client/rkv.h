@@ -21,6 +21,12 @@
  *   rmw       2 cached (CAS-lock chained with the block READ; WRITE new
  *             block chained with the releasing CAS), 4 cold
  *   mget      2 in total for N keys on one server
+ * With a cluster map that keeps r > 1 copies of each key ("replicas R"),
+ * gets are unchanged (they read the key's primary alone); put, delete and
+ * rmw lock the primary, write every backup in parallel, then release:
+ * put, rmw and delete 3 cached, 5 cold, whatever r.  A write is
+ * acknowledged only once it is on all r servers; one of them down fails
+ * the writes of its keys (no failover yet).
  * rkv_client_stats() reports the RTTs each kind of operation took.
  *
  * Consistency: per key, get/put/delete/rmw are linearizable; every block

@@ -156,8 +156,8 @@ static int deliver(struct sctx *x, const struct peer *p, uint64_t i,
 		return -EIO;
 	}
 	part = rkv_map_part(kh.route);
-	if (!x->take[part])
-		return 0;
+	if (!x->take[part] || (b->h->flags & RKV_BLOCK_F_DELETED))
+		return 0; /* another server's, or a tombstone (r > 1) */
 	x->st->keys++;
 	x->stop = x->fn(b->key, b->h->key_len, b->val, b->val_len, x->arg);
 	return x->stop ? 1 : 0;

@@ -105,6 +105,10 @@ _Static_assert(sizeof(struct rkv_block_hdr) == RKV_BLOCK_HDR_SIZE,
 
 enum rkv_block_flags {
 	RKV_BLOCK_F_NONE = 0,
+	/* a tombstone: a delete at replication r > 1 (docs/DESIGN.md §9.7)
+	 * keeps the key's sequence in a block with no value; readers see
+	 * the key absent */
+	RKV_BLOCK_F_DELETED = 1,
 };
 
 /* ------------------------------------------------------------ slot word */

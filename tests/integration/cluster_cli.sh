@@ -113,9 +113,15 @@ timeout 20 "$BIN/rkv" --cluster "$tmp/c4" get k1 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "line 2: server name 'alpha' listed twice" "$tmp/err"
 ok $? "a name listed twice: the line and the reason"
 printf 'replicas 2\nalpha %s\nbravo %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c5"
-timeout 20 "$BIN/rkv" --cluster "$tmp/c5" put k1 v 2>"$tmp/err"; rc=$?
-[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "asks for replicas 2: this version of rkv does not replicate yet" "$tmp/err"
-ok $? "a map asking for 2 copies is refused, not served with one: one line"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c5" put r1 v1 2>"$tmp/err"; rc=$?
+va=$(timeout 20 "$BIN/rkv" --servers "${addr[alpha]}" get r1 2>&1)
+vb=$(timeout 20 "$BIN/rkv" --servers "${addr[bravo]}" get r1 2>&1)
+[ "$rc" = 0 ] && [ "$va" = v1 ] && [ "$vb" = v1 ]
+ok $? "replicas 2: a put is on both servers, each read alone"
+timeout 20 "$BIN/rkv" --cluster "$tmp/c5" del r1 2>"$tmp/err" &&
+  ! timeout 20 "$BIN/rkv" --servers "${addr[alpha]}" get r1 >/dev/null 2>&1 &&
+  ! timeout 20 "$BIN/rkv" --servers "${addr[bravo]}" get r1 >/dev/null 2>&1
+ok $? "replicas 2: a delete is absent on both"
 printf 'replicas 3\nalpha %s\nbravo %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c6"
 timeout 20 "$BIN/rkv" --cluster "$tmp/c6" get k1 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "replicas 3, but only 2 servers are listed" "$tmp/err"

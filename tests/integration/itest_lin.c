@@ -65,7 +65,11 @@ struct lcfg {
 	unsigned pause_ms;       /* NEM_STOP: longer than lease + grace */
 	int inject;              /* every client logs one stale read */
 	double seconds_scale;
+	unsigned nsrv;           /* >1: a cluster of that many servers ... */
+	unsigned replicas;       /* ... each key on this many of them */
 };
+
+#define MAX_SRV 3
 
 static const char *g_prov = "tcp";
 static unsigned g_seconds = 4;
@@ -273,9 +277,135 @@ static struct opres do_op(struct rkv_client *cl, int fd, int client,
 	return r;
 }
 
+/* addr: a server's address, or a cluster file's path */
 static struct rkv_client *connect_to(const char *addr)
 {
+	if (addr[0] == '/')
+		return test_client_cluster(addr, 5000, 2000, NULL, NULL);
 	return test_client_at(addr, 5000, 4096);
+}
+
+/* Start the configuration's servers: one, or a cluster of c->nsrv with
+ * the cluster file written to path (addr then names it). */
+static int start_servers(const struct lcfg *c, struct test_srv *srv,
+			 char *path, size_t cap, const char **addr)
+{
+	unsigned n = c->nsrv > 1 ? c->nsrv : 1;
+	FILE *f;
+	int fd;
+
+	for (unsigned i = 0; i < n; i++) {
+		const char *extra[12] = { NULL };
+		char name[16];
+		unsigned k = 0;
+
+		snprintf(name, sizeof(name), "lin-s%u", i);
+		if (n > 1) {
+			extra[k++] = "--name";
+			extra[k++] = name;
+		}
+		for (unsigned a = 0; c->args[a] && k < 11; a++)
+			extra[k++] = c->args[a];
+		int rc = test_srv_start(&srv[i], g_prov, extra);
+
+		if (rc) {
+			while (i--)
+				test_srv_stop(&srv[i]);
+			return rc;
+		}
+	}
+	*addr = srv[0].addr;
+	if (n == 1)
+		return 0;
+	snprintf(path, cap, "/tmp/rkv-lin-map-%d-XXXXXX", (int)getpid());
+	fd = mkstemp(path);
+	if (fd < 0 || !(f = fdopen(fd, "w")))
+		return -errno;
+	fprintf(f, "replicas %u\n", c->replicas);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, "lin-s%u %s\n", i, srv[i].addr);
+	fclose(f);
+	*addr = path;
+	return 0;
+}
+
+/* The value id key holds at c (LIN_ABSENT, or LIN_NEVER: unreadable). */
+static uint64_t read_id(struct rkv_client *c, const char *name, uint32_t key)
+{
+	char buf[VAL_MAX * 2];
+	size_t len = 0;
+	uint64_t id = 0;
+	int rc = rkv_get(c, name, strlen(name), buf, sizeof(buf), &len);
+
+	if (rc == -ENOENT)
+		return LIN_ABSENT;
+	return rc || parse_val(buf, len, key, &id) ? LIN_NEVER : id;
+}
+
+/* Replicated: after one more rmw of each hot key (logged, part of the
+ * history), every replica holds that value and no other server holds the
+ * key.  Returns the number of keys that are not so. */
+static unsigned check_replicas(const struct lcfg *c, const struct keyset *ks,
+			       struct test_srv *srv, const char *map, int pfd,
+			       uint64_t *seq)
+{
+	struct rkv_client *pc = connect_to(map), *d[MAX_SRV] = { NULL };
+	unsigned bad = 0;
+
+	if (!pc)
+		return c->nhot;
+	for (unsigned i = 0; i < c->nsrv; i++)
+		d[i] = test_client_at(srv[i].addr, 5000, 4096);
+	/* at rest, with every writer finished (no kills): each server holds
+	 * the key's value or nothing (docs/DESIGN.md §9.7: I1, I2) */
+	for (unsigned k = 0; c->nemesis != NEM_KILL && k < c->nhot; k++) {
+		uint64_t want = read_id(pc, ks->hot[k], k + 1);
+		unsigned other = 0;
+
+		for (unsigned i = 0; i < c->nsrv; i++) {
+			uint64_t got = d[i] ? read_id(d[i], ks->hot[k], k + 1)
+					    : LIN_NEVER;
+
+			other += got != want && got != LIN_ABSENT;
+		}
+		if (other) {
+			printf("#   key %s at rest: %u servers hold another "
+			       "value than its primary's\n", ks->hot[k],
+			       other);
+			bad++;
+		}
+	}
+	for (unsigned k = 0; k < c->nhot; k++) {
+		uint64_t id = (uint64_t)0 << 40 | ++*seq;
+		struct opres o = do_op(pc, pfd, 0, *seq, ks->hot[k], k + 1,
+				       LIN_RMW);
+		unsigned same = 0, other = 0;
+
+		for (unsigned i = 0; o.ok == LIN_DONE && i < c->nsrv; i++) {
+			char buf[VAL_MAX * 2];
+			size_t len = 0;
+			uint64_t got = 0;
+			int rc = d[i] ? rkv_get(d[i], ks->hot[k],
+						strlen(ks->hot[k]), buf,
+						sizeof(buf), &len) : -EIO;
+
+			if (rc == 0 && !parse_val(buf, len, k + 1, &got) &&
+			    got == id)
+				same++;
+			else if (rc != -ENOENT)
+				other++;
+		}
+		if (o.ok != LIN_DONE || same != c->replicas || other) {
+			printf("#   key %s: %u servers hold its last value, %u "
+			       "another (rmw %s)\n", ks->hot[k], same, other,
+			       o.ok == LIN_DONE ? "done" : "failed");
+			bad++;
+		}
+	}
+	for (unsigned i = 0; i < c->nsrv; i++)
+		rkv_client_destroy(d[i]);
+	rkv_client_destroy(pc);
+	return bad;
 }
 
 /*
@@ -484,7 +614,10 @@ static int parent_log(struct run *r)
 static void run_cfg(const struct lcfg *c)
 {
 	static struct run r;
-	struct test_srv srv;
+	struct test_srv srvs[MAX_SRV];
+	char map[64] = "";
+	const char *addr = NULL;
+	unsigned nsrv = c->nsrv > 1 ? c->nsrv : 1, repl_bad = 0;
 	struct lin_hist h = { 0 };
 	uint64_t seq = 0;
 	unsigned seconds = (unsigned)(g_seconds * c->seconds_scale + 0.5);
@@ -497,7 +630,7 @@ static void run_cfg(const struct lcfg *c)
 	make_keys(c, &r.ks);
 	snprintf(r.dir, sizeof(r.dir), "/tmp/rkv-lin-XXXXXX");
 	ASSERT_TRUE(mkdtemp(r.dir) != NULL);
-	int rc = test_srv_start(&srv, g_prov, c->args);
+	int rc = start_servers(c, srvs, map, sizeof(map), &addr);
 
 	if (rc) {
 		rkv_test_skip("rkv-server refuses %s %s (%s)",
@@ -511,7 +644,7 @@ static void run_cfg(const struct lcfg *c)
 
 	ASSERT_TRUE(pfd >= 0);
 	/* fillers first, by the parent (client 0) */
-	struct rkv_client *pc = connect_to(srv.addr);
+	struct rkv_client *pc = connect_to(addr);
 
 	ASSERT_TRUE(pc != NULL);
 	unsigned filled = 0;
@@ -527,21 +660,26 @@ static void run_cfg(const struct lcfg *c)
 	uint64_t t0 = now_ns();
 
 	for (unsigned i = 0; i < c->nclients; i++)
-		spawn(&r, srv.addr, i);
-	nemesis(&r, srv.addr);
+		spawn(&r, addr, i);
+	nemesis(&r, addr);
 	unsigned bad_exit = reap(&r);
 	double run_s = (double)(now_ns() - t0) / 1e9;
 
 	/* every key once more, from a fresh client */
-	pc = connect_to(srv.addr);
+	pc = connect_to(addr);
 	EXPECT_TRUE(pc != NULL);
 	for (unsigned k = 0; pc && k < c->nhot; k++)
 		do_op(pc, pfd, 0, ++seq, r.ks.hot[k], k + 1, LIN_GET);
 	for (unsigned f = 0; pc && f < c->nfill; f++)
 		do_op(pc, pfd, 0, ++seq, r.ks.fill[f], FILL_KEY0 + f, LIN_GET);
 	rkv_client_destroy(pc);
+	if (nsrv > 1)
+		repl_bad = check_replicas(c, &r.ks, srvs, addr, pfd, &seq);
 	close(pfd);
-	EXPECT_EQ(test_srv_stop(&srv), 0);
+	for (unsigned i = 0; i < nsrv; i++)
+		EXPECT_EQ(test_srv_stop(&srvs[i]), 0);
+	if (map[0])
+		unlink(map);
 
 	/* load and check */
 	unsigned torn = 0;
@@ -582,6 +720,7 @@ static void run_cfg(const struct lcfg *c)
 
 	EXPECT_EQ(v, want);
 	EXPECT_EQ(torn, 0);
+	EXPECT_EQ(repl_bad, 0);
 	EXPECT_EQ(bad_exit, 0);
 	EXPECT_TRUE(res.checked > 100);
 	if (v != want || torn) {
@@ -630,6 +769,24 @@ static const struct lcfg g_kill = {
 	.name = "kill-9", .args = { "--lease", "50", "--grace", "200", NULL },
 	.nclients = 4, .nhot = 6, .nemesis = NEM_KILL, .seconds_scale = 1,
 };
+/* replication: three servers, every key on two or three of them */
+static const struct lcfg g_r2 = {
+	.name = "r2-buckets-2", .args = { "--buckets", "2", NULL },
+	.nclients = 4, .nhot = 6, .seconds_scale = 1, .nsrv = 3,
+	.replicas = 2,
+};
+static const struct lcfg g_r3_kill = {
+	.name = "r3-kill-9", .args = { "--lease", "50", "--grace", "200",
+				       NULL },
+	.nclients = 4, .nhot = 6, .nemesis = NEM_KILL, .seconds_scale = 1,
+	.nsrv = 3, .replicas = 3,
+};
+static const struct lcfg g_r2_pause = {
+	.name = "r2-sigstop", .args = { "--buckets", "4", "--lease", "20",
+					"--grace", "60", NULL },
+	.nclients = 4, .nhot = 4, .nemesis = NEM_STOP, .pause_ms = 120,
+	.seconds_scale = 1, .nsrv = 3, .replicas = 2,
+};
 static const struct lcfg g_selftest = {
 	.name = "stale-injected", .args = { NULL },
 	.nclients = 3, .nhot = 4, .inject = 1, .seconds_scale = 0.25,
@@ -641,6 +798,9 @@ static void t_lin_full_table(void) { run_cfg(&g_full); }
 static void t_lin_sigstop(void) { run_cfg(&g_pause); }
 static void t_lin_kill9(void) { run_cfg(&g_kill); }
 static void t_lin_detects_injected_stale(void) { run_cfg(&g_selftest); }
+static void t_lin_r2(void) { run_cfg(&g_r2); }
+static void t_lin_r3_kill9(void) { run_cfg(&g_r3_kill); }
+static void t_lin_r2_sigstop(void) { run_cfg(&g_r2_pause); }
 
 /* itest_lin --check FILE...: recheck saved histories. */
 static int recheck(int argc, char **argv)
@@ -690,6 +850,9 @@ int main(int argc, char **argv)
 	RKV_TEST(t_lin_full_table);
 	RKV_TEST(t_lin_sigstop);
 	RKV_TEST(t_lin_kill9);
+	RKV_TEST(t_lin_r2);
+	RKV_TEST(t_lin_r3_kill9);
+	RKV_TEST(t_lin_r2_sigstop);
 	/* tests/torture.sh reads this line */
 	printf("# lin total (%s): %" PRIu64 " ops checked, %" PRIu64
 	       " violations\n", g_prov, g_total_checked, g_total_viol);
