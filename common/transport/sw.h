@@ -437,6 +437,12 @@ struct sw_tp {
 	uint64_t flog_ns;          /* flood log limiter: window start */
 	unsigned flog_n;           /* lines in the window */
 	uint64_t flog_dropped;     /* lines suppressed */
+	/* atomic: 1 while the transport thread blocks SW_IDLE_MS with no
+	 * timer to run; a thread that gives a passive endpoint one reads it
+	 * and rings wakefd (sw_thr_kick).  Last in the struct: posters read
+	 * it on every post, and nothing near it is written in the busy case
+	 * (thr_lock and the MR table's lock are). */
+	int long_sleep;
 };
 
 /* A peer address with connections in the handshake (tcp only). */
@@ -499,6 +505,14 @@ void sw_h_free(struct sw_tp *tp, uint64_t tok);
 int sw_epoll_add(struct sw_tp *tp, int fd, unsigned events, uint64_t tok);
 /* Start the transport thread if it is not running; thr_lock held. */
 int sw_thr_start_locked(struct sw_tp *tp);
+/*
+ * A passive endpoint got something to time out (sw_ep_timed_locked): wake
+ * the transport thread if it is in its long sleep, where it would notice
+ * the timeout up to SW_IDLE_MS late.  Costs one load when it is not (the
+ * busy case); call after publishing what made the endpoint timed.  Any
+ * thread.
+ */
+void sw_thr_kick(struct sw_tp *tp);
 
 /* sw_hs.c: the handshake set and flood control (thr_lock held) */
 /* The caps' defaults, from the options and RLIMIT_NOFILE. */
@@ -541,6 +555,12 @@ void sw_ep_free(struct sw_ep *ep);
 static inline struct sw_sqe *sw_sq_at(struct sw_ep *ep, uint64_t seq)
 {
 	return &ep->sq[seq % ep->sq_cap];
+}
+/* Whether ep has something the ticks time out: a WR outstanding, or
+ * output to drain before it closes (ep->lock held). */
+static inline bool sw_ep_timed_locked(const struct sw_ep *ep)
+{
+	return !ep->closed && (ep->draining || ep->sq_head != ep->sq_tail);
 }
 /* Queue a completion of ep on its CQ. */
 void sw_ep_push_wc(struct sw_ep *ep, uint64_t wr_id, int status,

@@ -223,8 +223,13 @@ void sw_ep_settle_locked(struct sw_ep *ep)
 	}
 	if (ep->draining && !ep->tx_len)
 		do_close(ep);
-	if (ep->passive)
+	if (ep->passive) {
 		update_interest(ep);
+		/* Published under ep->lock, which the thread's scan takes:
+		 * sw_tp.c explains why no wake-up is lost. */
+		if (sw_ep_timed_locked(ep))
+			sw_thr_kick(ep->tp);
+	}
 }
 
 /*

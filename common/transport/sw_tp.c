@@ -11,8 +11,11 @@
  * takes thr_lock, so nothing is freed under the thread's feet.  After
  * activity the thread spins on epoll_wait(0) for SW_SPIN_NS before it
  * blocks, which keeps request latency low under load; blocked, it wakes
- * every SW_TICK_MS to time out WRs of passive endpoints and handshakes,
- * or every SW_IDLE_MS when it has none of either (an idle server).
+ * every SW_TICK_MS while something can time out (a WR outstanding or a
+ * drain on a passive endpoint, a handshake, a paused listener), or every
+ * SW_IDLE_MS when nothing can (an idle server, idle clients connected).
+ * Whoever gives a passive endpoint something to time out during that long
+ * sleep wakes the thread (sw_thr_kick, below).
  * Events of established endpoints are handled before listeners and
  * handshakes in each batch.
  *
@@ -110,23 +113,79 @@ static void tick_all(struct sw_tp *tp, uint64_t now)
 	}
 }
 
-/* Whether anything may time out: a handshake, an endpoint, a paused
- * listener (thr_lock held).  Without any the thread blocks SW_IDLE_MS:
- * what could make one (a connection, an accept) comes with an event
- * or is found at the next wake-up, whose ticks start then. */
-static bool need_ticks(const struct sw_tp *tp)
+/* Whether anything may time out: a handshake, a paused listener, a
+ * passive endpoint with a WR outstanding or output to drain (thr_lock
+ * held).  Handshakes and pauses are made by this thread, which plans its
+ * next wait after making them; the endpoints' timers are made by other
+ * threads too, hence the lock per endpoint (see plan_wait_locked). */
+static bool need_ticks(struct sw_tp *tp)
 {
 	if (tp->hs.head)
 		return true;
 	for (uint32_t i = 0; i < tp->hcap; i++) {
-		const struct sw_handle *h = &tp->h[i];
+		struct sw_handle *h = &tp->h[i];
+		bool timed = false;
 
-		if (h->type == SW_H_EP ||
-		    (h->type == SW_H_LISTENER &&
-		     ((const struct sw_listener *)h->ptr)->paused))
+		if (h->type == SW_H_EP) {
+			struct sw_ep *ep = h->ptr;
+
+			pthread_mutex_lock(&ep->lock);
+			timed = sw_ep_timed_locked(ep);
+			pthread_mutex_unlock(&ep->lock);
+		} else if (h->type == SW_H_LISTENER) {
+			timed = ((struct sw_listener *)h->ptr)->paused;
+		}
+		if (timed)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * How long the next epoll_wait blocks, once the thread is done spinning
+ * (thr_lock held): SW_TICK_MS while anything may time out, else
+ * SW_IDLE_MS with tp->long_sleep set.  A WR posted on a passive endpoint
+ * during that long sleep must not wait for its end to be timed (it would
+ * fail up to SW_IDLE_MS late), so its poster wakes the thread - but only
+ * then: a poster in the busy case pays one load, never a syscall.  The
+ * classic pairing, each side publishing before it looks at the other's:
+ *
+ *   this thread                      a poster (sw_ep_settle_locked)
+ *   A: long_sleep = 1                C: under ep->lock: queue the WR,
+ *   B: for each ep, under ep->lock:     then D: read long_sleep; if 1,
+ *      timed?  none: block 1 s          take it (xchg) and ring wakefd
+ *
+ * B and C hold the same ep->lock, so one of them comes first.  C first:
+ * B sees the WR and the thread ticks.  B first: A is sequenced before B's
+ * unlock, which synchronizes with C's lock, which comes before D, so D
+ * reads the 1 (or the 0 of a thread already awake again, which plans
+ * anew before it blocks) and rings.  The eventfd stays readable until
+ * read, so a ring that comes before the thread enters epoll_wait ends
+ * that wait at once.  The lock gives the order; the flag's accesses are
+ * seq_cst besides (a plain load on x86), which would also keep it should
+ * B ever read the queue without the lock, with seq_cst stores of C.
+ */
+static int plan_wait_locked(struct sw_tp *tp)
+{
+	__atomic_store_n(&tp->long_sleep, 1, __ATOMIC_SEQ_CST);
+	if (!need_ticks(tp))
+		return SW_IDLE_MS;
+	__atomic_store_n(&tp->long_sleep, 0, __ATOMIC_SEQ_CST);
+	return SW_TICK_MS;
+}
+
+void sw_thr_kick(struct sw_tp *tp)
+{
+	uint64_t one = 1;
+
+	/* The load keeps the busy case free of a locked instruction; the
+	 * exchange lets only the first of several posters ring. */
+	if (!__atomic_load_n(&tp->long_sleep, __ATOMIC_SEQ_CST) ||
+	    !__atomic_exchange_n(&tp->long_sleep, 0, __ATOMIC_SEQ_CST))
+		return;
+	if (write(tp->wakefd, &one, sizeof(one)) < 0)
+		sw_log(tp, RKV_LOG_WARN, "waking the transport thread: %s",
+		       strerror(errno));
 }
 
 /* Handle one event; pass 0 takes endpoints (and the wake-up), pass 1
@@ -167,15 +226,17 @@ static void *thr_main(void *arg)
 	struct sw_tp *tp = arg;
 	struct epoll_event evs[64];
 	uint64_t last_busy = rkv_now_ns();
-	bool ticks = true;
+	int wait_ms = 0;
 
 	for (;;) {
-		uint64_t now = rkv_now_ns();
-		bool spin = now - last_busy < SW_SPIN_NS;
-		int n = epoll_wait(tp->epfd, evs, 64,
-				   spin ? 0 : ticks ? SW_TICK_MS : SW_IDLE_MS);
-		bool busy = false;
+		int n = epoll_wait(tp->epfd, evs, 64, wait_ms);
+		bool spin = wait_ms == 0, busy = false;
+		uint64_t now;
 
+		/* Awake: posters need not ring any more (a kick took it
+		 * already, or the sleep ran out). */
+		if (wait_ms == SW_IDLE_MS)
+			__atomic_store_n(&tp->long_sleep, 0, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
 			break;
 		pthread_mutex_lock(&tp->thr_lock);
@@ -187,19 +248,19 @@ static void *thr_main(void *arg)
 			tp->next_tick = now + SW_TICK_MS * 1000000ull;
 			tick_all(tp, now);
 		}
-		if (!spin)
-			ticks = need_ticks(tp);
+		if (busy)
+			last_busy = now;
+		wait_ms = now - last_busy < SW_SPIN_NS ? 0
+						       : plan_wait_locked(tp);
 		pthread_mutex_unlock(&tp->thr_lock);
 		/* Spinning idle: let a thread that shares our core (often
 		 * the initiator that polls for our answer) run. */
 		if (spin && n == 0)
 			sched_yield();
-		if (busy) {
-			last_busy = now;
-			/* Under TSan: what this thread did to regions happens
-			 * before what a later rkv_cq_poll caller reads. */
+		/* Under TSan: what this thread did to regions happens
+		 * before what a later rkv_cq_poll caller reads. */
+		if (busy)
 			sw_hb_release();
-		}
 	}
 	return NULL;
 }

@@ -4,7 +4,8 @@
  * 1 B to 4 MiB (aligned and not) and at the region's edges, with the data
  * and the bytes around it checked; CAS and FETCH_ADD (old value returned,
  * wraparound, edge words); SEND/RECV (contents, byte_len, order, both
- * directions, RECV too small, receiver not ready).
+ * directions, RECV too small, receiver not ready); a WR that times out
+ * after a silence; rkv_cq_wait.
  */
 #include "conf.h"
 
@@ -558,6 +559,66 @@ static void t_send_rnr_timeout(void)
 	conf_fix_destroy(&f);
 }
 
+/*
+ * A WR posted on an accepted endpoint after a silence still fails within
+ * its timeout.  On tcp and shm that endpoint is timed by the server's
+ * transport thread, which, with nothing outstanding, blocks up to 1 s at
+ * a time; the post must wake it (sw_thr_kick) or the failure comes up to
+ * a second late.  The server READs the client's memory while the client
+ * does not poll: nothing answers on tcp (RETRY_EXC_ERR after the 200 ms
+ * timeout, noticed by the thread's ticks), nor on shm (its READ first
+ * asks the client for the mapping, in rkv_post); on verbs the NIC
+ * answers (success).
+ */
+static void t_timeout_after_idle(void)
+{
+	const unsigned timeout_ms = 200, late_ms = 300;
+	struct conf_fix_opts o;
+	struct conf_fix f;
+	struct rkv_mr *mr = NULL;
+	struct rkv_wr w;
+	uint64_t t0, dt;
+	int rc;
+
+	conf_fix_opts_init(&o);
+	o.region_len = o.local_len = 64u << 10;
+	o.srv_timeout_ms = timeout_ms;
+	CONF_FIX(&f, &o);
+	rc = rkv_mr_reg(f.c.tp, f.c.loc, 4096,
+			RKV_ACCESS_LOCAL_WRITE | RKV_ACCESS_REMOTE_READ, &mr);
+	EXPECT_EQ(rc, 0);
+	if (rc)
+		goto out;
+	/* Long enough for the server's thread to be in its long sleep. */
+	conf_sleep_ms(30);
+	conf_wr(&w, RKV_WR_READ, 7, RKV_WR_SIGNALED, f.s.loc, 64,
+		f.s.loc_mr->lkey, (uint64_t)(uintptr_t)f.c.loc, mr->rkey);
+	t0 = rkv_now_ms();
+	EXPECT_EQ(rkv_post(f.s.ep, &w, NULL), 0);
+	/* The server's CQ only: a client poll would answer the READ. */
+	EXPECT_EQ(conf_wait(&f.s, NULL, 0, 1, conf_bound_ms()), 0);
+	dt = rkv_now_ms() - t0;
+	if (f.s.st.n >= 1) {
+		enum rkv_wc_status st = f.s.st.wc[0].status;
+
+		printf("#   READ of a client that does not poll: %s after %" PRIu64
+		       " ms (timeout %u ms)\n",
+		       rkv_wc_status_str(st), dt, timeout_ms);
+		if (g_conf_provider == RKV_TP_VERBS) {
+			EXPECT_TRUE(st == RKV_WC_SUCCESS ||
+				    st == RKV_WC_RETRY_EXC_ERR);
+		} else {
+			EXPECT_EQ(st, RKV_WC_RETRY_EXC_ERR);
+			EXPECT_TRUE(dt + 10 >= timeout_ms);
+			EXPECT_TRUE(dt <= timeout_ms + late_ms);
+		}
+	}
+out:
+	if (mr)
+		rkv_mr_dereg(mr);
+	conf_fix_destroy(&f);
+}
+
 struct late_send {
 	struct conf_fix *f;
 	int rc;
@@ -760,6 +821,7 @@ void conf_tests_ops(void)
 	CONF_TEST(t_recv_too_small);
 	CONF_TEST(t_send_rnr_wait);
 	CONF_TEST(t_send_rnr_timeout);
+	CONF_TEST(t_timeout_after_idle);
 	CONF_TEST(t_cq_wait);
 	CONF_TEST(t_cq_wait_fds);
 }
