@@ -460,6 +460,7 @@ bench: deps
 	@bash bench/run-migrate.sh $(O)
 	@bash bench/run-python.sh $(O)
 	@bash bench/run-idle.sh $(O)
+	@bash bench/run-repl.sh $(O)
 
 fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)

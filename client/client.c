@@ -426,6 +426,24 @@ unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 	return op_route(c, key, key_len);
 }
 
+unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,
+			     size_t key_len, unsigned *out, unsigned cap)
+{
+	struct rkv_key_hash kh;
+	unsigned part;
+	const uint16_t *rep;
+
+	rkv_key_hash(key, key_len, &kh);
+	part = rkv_map_part(kh.route);
+	out[0] = c->owner[part]; /* cap >= 1: the primary, as routed */
+	if (c->r < 2)
+		return 1;
+	rep = rkv_map_replicas(c->map, part);
+	for (unsigned i = 1; i < c->r && i < cap; i++)
+		out[i] = rep[i];
+	return c->r;
+}
+
 void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
 {
 	*st = c->st;

@@ -155,6 +155,12 @@ int rkv_client_server_status(const struct rkv_client *c, unsigned i);
 /* The server index a key routes to. */
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 			  size_t key_len);
+/* The servers that hold a key: its replication factor r, and in out[]
+ * (cap >= 1 entries) the first min(r, cap) server indexes, the primary
+ * (rkv_client_route) first.  A write fails with the error of whichever
+ * is down.  Thread safety: read only. */
+unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,
+			     size_t key_len, unsigned *out, unsigned cap);
 /* The epoch of the client's cluster map (0: a static map, from servers or
  * cluster_file), and how many of the 4096 placement partitions it places
  * on server i (0 for a server it keeps a peer for but places nothing on,

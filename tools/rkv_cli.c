@@ -648,11 +648,20 @@ static const char *server_label(struct rkv_client *c, unsigned i, char *buf,
 	return buf;
 }
 
-/* The server key routes to, as error lines name it. */
+/* The server an error on key names: the one it routes to, or with
+ * replicas, the first of its servers that is down (a write fails with a
+ * backup's error). */
 static const char *key_addr(struct ctx *x, const struct blob *key)
 {
-	return server_label(x->c, rkv_client_route(x->c, key->p, key->len),
-			    x->label, sizeof(x->label));
+	unsigned rep[4], n = rkv_client_replicas(x->c, key->p, key->len, rep,
+						 4), si = rep[0];
+
+	for (unsigned i = 0; i < n && i < 4; i++)
+		if (rkv_client_server_status(x->c, rep[i])) {
+			si = rep[i];
+			break;
+		}
+	return server_label(x->c, si, x->label, sizeof(x->label));
 }
 
 /*

@@ -140,21 +140,23 @@ static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	/* a cluster in etcd (etcd://HOST:PORT/CLUSTER): its map, as is */
-	int etcd = strncmp(cfg->servers, "etcd://", 7) == 0;
+	/* a cluster in etcd (etcd://HOST:PORT/CLUSTER) or a cluster file
+	 * (a path: it starts with / or .): its map, as is */
+	int as_map = strncmp(cfg->servers, "etcd://", 7) == 0 ||
+		     cfg->servers[0] == '/' || cfg->servers[0] == '.';
 
-	d->servers = etcd ? strdup(cfg->servers)
-			  : with_scheme(cfg->servers, cfg->provider, err,
-					errlen);
+	d->servers = as_map ? strdup(cfg->servers)
+			    : with_scheme(cfg->servers, cfg->provider, err,
+					  errlen);
 	if (!d->servers) {
-		if (etcd)
+		if (as_map)
 			snprintf(err, errlen, "out of memory");
-		rc = etcd ? -ENOMEM : -EINVAL;
+		rc = as_map ? -ENOMEM : -EINVAL;
 		goto err_free;
 	}
 	snprintf(name, sizeof(name), "rkv-ycsb/%u", cfg->tid);
 	rkv_client_opts_init(&o);
-	if (etcd)
+	if (as_map)
 		o.cluster_file = d->servers;
 	else
 		o.servers = d->servers;

@@ -494,7 +494,8 @@ static void usage(FILE *f)
 		"127.0.0.1:11211 (memcached); --phase both, --threads "
 		"threadcount (1), --batch 1.\n"
 		"rkv --servers may be a cluster in etcd: "
-		"etcd://HOST:PORT/CLUSTER.\n",
+		"etcd://HOST:PORT/CLUSTER, or a cluster file's path\n"
+		"(starting with / or .; its 'replicas R' line is kept).\n",
 		YCSB_PROG, YCSB_PROG, YCSB_PROG, YCSB_PROG);
 }
 

@@ -122,6 +122,14 @@ timeout 20 "$BIN/rkv" --cluster "$tmp/c5" del r1 2>"$tmp/err" &&
   ! timeout 20 "$BIN/rkv" --servers "${addr[alpha]}" get r1 >/dev/null 2>&1 &&
   ! timeout 20 "$BIN/rkv" --servers "${addr[bravo]}" get r1 >/dev/null 2>&1
 ok $? "replicas 2: a delete is absent on both"
+kill -KILL "$(cat "$tmp/bravo.pid")"; wait "$(cat "$tmp/bravo.pid")" 2>/dev/null
+badline=0
+for i in 1 2 3 4 5 6; do
+  timeout 20 "$BIN/rkv" --cluster "$tmp/c5" put "q$i" v 2>"$tmp/err"; rc=$?
+  { [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "(server bravo (" "$tmp/err"; } ||
+    { badline=$((badline+1)); sed 's/^/# /' "$tmp/err"; }
+done
+ok $badline "replicas 2, bravo down: every put fails with one line naming bravo"
 printf 'replicas 3\nalpha %s\nbravo %s\n' "${addr[alpha]}" "${addr[bravo]}" >"$tmp/c6"
 timeout 20 "$BIN/rkv" --cluster "$tmp/c6" get k1 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "replicas 3, but only 2 servers are listed" "$tmp/err"
