@@ -450,6 +450,75 @@ static void t_backup_down(void)
 	stop_all(s);
 }
 
+/* ------------------------------------------------- a stale lock holder */
+
+struct stale_arg {
+	struct rkv_client *b;
+	const char *key;
+	unsigned calls;
+	int b_rc;
+};
+
+/* A's rmw callback: the first time, while A holds the primary's lock,
+ * client B puts "b" (it waits a lease, steals A's lock, installs on the
+ * backup with a higher sequence, releases); A then writes "a".  Any later
+ * run gives up, so A's retry writes nothing. */
+static int stale_fn(const void *old, size_t old_len, void *out, size_t cap,
+		    size_t *out_len, void *arg)
+{
+	struct stale_arg *a = arg;
+
+	(void)old;
+	(void)old_len;
+	(void)cap;
+	if (a->calls++)
+		return -ECANCELED;
+	a->b_rc = rkv_put(a->b, a->key, strlen(a->key), "b", 1);
+	memcpy(out, "a", 1);
+	*out_len = 1;
+	return RKV_RMW_WRITE;
+}
+
+/* The install's sequence check in the real code: A's lock was stolen by
+ * B, whose value is on the backup with a higher sequence; A's install
+ * must leave it (docs/DESIGN.md §9.7 step 2), and A's release fails. */
+static void t_stale_holder(void)
+{
+	struct test_srv s[NSRV];
+	struct rkv_client *a, *b, *d[NSRV];
+	struct stale_arg arg = { .key = "stale-key" };
+	unsigned rep[3];
+	char f[64], v[8];
+	size_t len = 0;
+
+	ASSERT_EQ(start_all(s, NULL), 0);
+	write_cluster(f, sizeof(f), s, 2, 2);
+	a = test_client_cluster(f, 5000, 2000, NULL, NULL);
+	b = test_client_cluster(f, 5000, 2000, NULL, NULL);
+	ASSERT_TRUE(a && b);
+	direct_clients(s, d);
+	arg.b = b;
+	EXPECT_EQ(rkv_put(a, arg.key, strlen(arg.key), "0", 1), 0);
+	EXPECT_EQ(rkv_client_replicas(a, arg.key, strlen(arg.key), rep, 3), 2);
+	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), stale_fn, &arg),
+		  -ECANCELED);
+	EXPECT_EQ(arg.b_rc, 0);
+	EXPECT_EQ(arg.calls, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		memset(v, 0, sizeof(v));
+		EXPECT_EQ(rkv_get(d[rep[i]], arg.key, strlen(arg.key), v,
+				  sizeof(v), &len), 0);
+		printf("#   %s %s holds \"%.*s\"\n", i ? "backup" : "primary",
+		       g_names[rep[i]], (int)len, v);
+		EXPECT_TRUE(len == 1 && v[0] == 'b');
+	}
+	rkv_client_destroy(a);
+	rkv_client_destroy(b);
+	destroy_all(d);
+	unlink(f);
+	stop_all(s);
+}
+
 /* ------------------------------------------------- primary restarted */
 
 /* A server that restarts comes back empty.  Its keys' backups still hold
@@ -537,6 +606,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_counters_r3_kill9);
 	RKV_TEST(t_backup_down);
 	RKV_TEST(t_primary_restarted);
+	RKV_TEST(t_stale_holder);
 	RKV_TEST(t_too_few_servers);
 	return rkv_test_done();
 }
