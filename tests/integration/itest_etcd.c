@@ -1177,7 +1177,7 @@ static void t_restart_after_join(void)
 
 int main(int argc, char **argv)
 {
-	g_prov = test_itest_init(argc, argv, 300);
+	g_prov = test_itest_init(argc, argv, 600);
 	if (!g_prov)
 		return 77;
 	g_verbs = !strcmp(g_prov, "verbs");
