@@ -321,7 +321,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	if (!rc)
 		rc = carve(c);
 	if (!rc)
-		rc = cache_init(c, c->opts.cache_entries);
+		/* r > 1: a write's legs keep an entry per backup too */
+		rc = cache_init(c, c->opts.cache_entries * c->r);
 	if (!rc)
 		rc = peers_connect_all(c);
 	if (rc) {

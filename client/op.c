@@ -447,6 +447,14 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 		return; /* mig_route's, at the top of a progress call */
 	if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))
 		step = 1;
+	/* a lock held by a live writer is released within a few round
+	 * trips: look every millisecond for the first lease/4, then every
+	 * lease/8 (at r > 1 every write takes the lock, so a hot key's
+	 * writers queue on it; lease/8 from the start made each wait 12 ms
+	 * with the default lease) */
+	if (o->step == RMW_WAIT_LOCK &&
+	    now_ms - o->rmw.lock_seen_ms < o->p->g.lease_ms / 4)
+		step = 1;
 	if (now_ms - o->t_round_ms < step)
 		return;
 	o->t_round_ms = now_ms;

@@ -90,7 +90,9 @@ struct rkv_client_opts {
 	unsigned timeout_ms;       /* per operation; default 5000 */
 	unsigned connect_timeout_ms; /* default 5000 */
 	unsigned max_inflight;     /* pipelined ops at once; default 32 */
-	unsigned cache_entries;    /* location cache size; default 65536 */
+	unsigned cache_entries;    /* location cache size; default 65536
+				    * (times r with r > 1 replicas: the
+				    * backups' locations are kept too) */
 	unsigned max_value;        /* largest value this client handles;
 				    * sizes its registered buffers; default
 				    * RKV_VALUE_MAX */
