@@ -222,7 +222,8 @@ static int make_engine(struct rkv_client *c)
 	rc = rkv_tp_create(&to, &c->eng.tp);
 	if (rc)
 		return rc;
-	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR * 2 * c->r +
+	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR *
+					(c->r > 1 ? 2 * c->r : 1) +
 					c->peer_cap * (CTRL_SEND_BUFS + CTRL_RECVS) +
 					64,
 			     &c->eng.cq);

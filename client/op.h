@@ -412,6 +412,10 @@ uint32_t grant_at(const struct opslot *o, unsigned off);
 /* ---- op_ins.c: the insert protocol (put, and rmw of an absent key) */
 
 void ins_start(struct opslot *o);
+/* The empty slot an insert takes among the npos words at buckets (the
+ * two buckets as read): the first of the emptier bucket, -1 when both
+ * are full; *tent |= a tentative slot was seen. */
+int pick_empty_slot(const char *buckets, unsigned npos, int *tent);
 void ins_round(struct opslot *o);
 void ins_timer(struct opslot *o);
 /* Give our tentative slot up and finish with err (a deadline). */

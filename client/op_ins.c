@@ -11,6 +11,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "rtime.h"
 
@@ -42,18 +43,19 @@ static void ins_full(struct opslot *o, int tent)
  * refused the first key at 34-47 % of the slots; with the choice the
  * first refusal comes at 73-82 % (docs/DESIGN.md §3).  The
  * protocol does not care which empty slot is taken: inserters order
- * themselves by scan position (§6).  -1 when both are full; *tent: a
- * tentative slot was seen (an insert in flight may still withdraw).
+ * themselves by scan position (§6).  A replicated write's leg takes an
+ * empty slot on a backup the same way (op_repl.c).
  */
-static int pick_slot(struct opslot *o, int *tent)
+int pick_empty_slot(const char *buckets, unsigned npos, int *tent)
 {
 	int first[2] = { -1, -1 };
 	unsigned empty[2] = { 0, 0 };
 
-	for (unsigned p = 0; p < o->npos; p++) {
-		uint64_t w = bucket_word(o, p);
+	for (unsigned p = 0; p < npos; p++) {
+		uint64_t w;
 		unsigned b = p / RKV_SLOTS_PER_BUCKET;
 
+		memcpy(&w, buckets + p * 8u, 8);
 		if (rkv_slot_empty(w)) {
 			if (first[b] < 0)
 				first[b] = (int)p;
@@ -65,14 +67,15 @@ static int pick_slot(struct opslot *o, int *tent)
 }
 
 /*
- * Step 1: CAS an empty slot (pick_slot) to our block's tentative word
+ * Step 1: CAS an empty slot (pick_empty_slot) to our block's tentative word
  * (chaining the block WRITE before it when not written yet) and READ
  * both buckets behind it: RC order makes that READ see every copy of the
  * key that was in place before our CAS.
  */
 void ins_start(struct opslot *o)
 {
-	int tent = 0, pos = pick_slot(o, &tent);
+	int tent = 0, pos = pick_empty_slot(o->buf + OB_BUCKETS, o->npos,
+					    &tent);
 
 	if (pos < 0) {
 		ins_full(o, tent);

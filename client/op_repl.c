@@ -222,10 +222,20 @@ static int verify_next(struct leg *l)
 	return 1;
 }
 
+/* READ the next candidates, or, with none left, the key is located. */
+static void verify_more(struct leg *l)
+{
+	int rc = l->vend < l->ncand ? verify_next(l) : 0;
+
+	if (rc < 0)
+		leg_fail(l, rc);
+	else if (rc == 0)
+		leg_located(l);
+}
+
 static void buckets_done(struct leg *l)
 {
 	struct opslot *o = l->o;
-	int rc;
 
 	l->ncand = 0;
 	l->ndup = 0;
@@ -240,11 +250,7 @@ static void buckets_done(struct leg *l)
 	}
 	memcpy(l->bucket_copy, l->buf + OB_BUCKETS, sizeof(l->bucket_copy));
 	l->vend = 0;
-	rc = verify_next(l);
-	if (rc < 0)
-		leg_fail(l, rc);
-	else if (rc == 0)
-		leg_located(l);
+	verify_more(l);
 }
 
 static void verify_done(struct leg *l)
@@ -289,11 +295,7 @@ static void verify_done(struct leg *l)
 			l->dup_grant[l->ndup++] = h->grant;
 		}
 	}
-	rc = l->vend < l->ncand ? verify_next(l) : 0;
-	if (rc < 0)
-		leg_fail(l, rc);
-	else if (rc == 0)
-		leg_located(l);
+	verify_more(l);
 }
 
 /* Locate the key's copy on the backup: from the cache (one READ of the
@@ -326,27 +328,6 @@ static void leg_locate(struct leg *l)
 }
 
 /* ------------------------------------------------------------ install */
-
-/* The first empty slot of the emptier bucket, from the buckets the
- * locate read; -1 when both are full. */
-static int leg_empty_slot(const struct leg *l)
-{
-	int first[2] = { -1, -1 };
-	unsigned empty[2] = { 0, 0 };
-
-	for (unsigned p = 0; p < l->npos; p++) {
-		uint64_t w;
-		unsigned b = p / RKV_SLOTS_PER_BUCKET;
-
-		memcpy(&w, l->bucket_copy + p * 8u, 8);
-		if (rkv_slot_empty(w)) {
-			if (first[b] < 0)
-				first[b] = (int)p;
-			empty[b]++;
-		}
-	}
-	return empty[1] > empty[0] ? first[1] : first[0];
-}
 
 /* Our block for this backup: the primary's bytes, its writer id and
  * grant. */
@@ -406,7 +387,8 @@ static void leg_install(struct leg *l)
 		expect = l->word;
 		ver = rkv_slot_version(expect) + 1;
 	} else {
-		int e = leg_empty_slot(l);
+		int tent = 0, e = pick_empty_slot(l->bucket_copy, l->npos,
+						  &tent);
 
 		if (e < 0) {
 			l->step = LEG_IDLE;

@@ -138,25 +138,32 @@ void rmw_abort(struct opslot *o, int err)
 	o->rmw.action = err;
 }
 
-/* What the write does with the value found under the lock (v NULL: the
- * key is absent or a tombstone): the callback, or a put's or delete's
- * given action.  o->rmw.action and .len are set. */
+/* Under the lock: what the write does with the value found (v NULL: the
+ * key is absent or a tombstone), the callback's choice or a put's or
+ * delete's given one; then go on to commit it, or abort (release
+ * unchanged, report the error). */
 static void rmw_decide(struct opslot *o, const void *v, uint32_t vl)
 {
 	switch (o->kind->wmode) {
 	case WM_PUT:
 		o->rmw.action = RKV_RMW_WRITE;
 		o->rmw.len = o->op->val_len;
-		return;
+		break;
 	case WM_DEL:
 		o->rmw.action = v ? RKV_RMW_DELETE : -ENOENT;
-		return;
+		break;
 	case WM_FN:
+		rmw_call_fn(o, v, vl);
 		break;
 	}
-	rmw_call_fn(o, v, vl);
 	if (!v && o->rmw.action == RKV_RMW_DELETE)
 		o->rmw.action = RKV_RMW_KEEP; /* absent already */
+	if (o->rmw.action < 0) {
+		/* abort: release unchanged, then report the error */
+		rmw_abort(o, o->rmw.action);
+		return;
+	}
+	rmw_commit(o);
 }
 
 /* We hold the lock; blk (size bytes) is the block it covers. */
@@ -184,12 +191,6 @@ static void locked(struct opslot *o, const char *blk, uint32_t size)
 		o->rmw.version = h->version + 1;
 	}
 	rmw_decide(o, v, vl);
-	if (o->rmw.action < 0) {
-		/* abort: release unchanged, then report the error */
-		rmw_abort(o, o->rmw.action);
-		return;
-	}
-	rmw_commit(o);
 }
 
 void rmw_locked_new(struct opslot *o)
@@ -198,11 +199,6 @@ void rmw_locked_new(struct opslot *o)
 	o->repl.fresh = 1;
 	o->rmw.version = o->repl.seq = repl_seq(0, o->rmw.lockval);
 	rmw_decide(o, NULL, 0);
-	if (o->rmw.action < 0) {
-		rmw_abort(o, o->rmw.action);
-		return;
-	}
-	rmw_commit(o);
 }
 
 void rmw_attempt(struct opslot *o)
@@ -396,42 +392,16 @@ struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st)
 	return &st->rmw;
 }
 
-const struct op_kind op_rmw = {
-	.name = "rmw",
-	.writes = 1,
-	.wmode = WM_FN,
-	.attempt = rmw_attempt,
-	.round = rmw_round,
-	.found = rmw_found,
-	.absent = rmw_absent,
-	.space = rmw_space,
-	.timer = rmw_timer,
-	.stats = rmw_stats,
-};
+/* rmw, and put and delete at r > 1 (rmws of a given value or a
+ * tombstone): one machine, three statistics */
+#define RMW_KIND(kname, mode, st)                                              \
+	{                                                                      \
+		.name = kname, .writes = 1, .wmode = mode,                     \
+		.attempt = rmw_attempt, .round = rmw_round,                    \
+		.found = rmw_found, .absent = rmw_absent, .space = rmw_space,  \
+		.timer = rmw_timer, .stats = st,                               \
+	}
 
-/* Put and delete at r > 1: rmws of a given value or a tombstone. */
-const struct op_kind op_rput = {
-	.name = "put",
-	.writes = 1,
-	.wmode = WM_PUT,
-	.attempt = rmw_attempt,
-	.round = rmw_round,
-	.found = rmw_found,
-	.absent = rmw_absent,
-	.space = rmw_space,
-	.timer = rmw_timer,
-	.stats = put_stats,
-};
-
-const struct op_kind op_rdel = {
-	.name = "delete",
-	.writes = 1,
-	.wmode = WM_DEL,
-	.attempt = rmw_attempt,
-	.round = rmw_round,
-	.found = rmw_found,
-	.absent = rmw_absent,
-	.space = rmw_space,
-	.timer = rmw_timer,
-	.stats = del_stats,
-};
+const struct op_kind op_rmw = RMW_KIND("rmw", WM_FN, rmw_stats);
+const struct op_kind op_rput = RMW_KIND("put", WM_PUT, put_stats);
+const struct op_kind op_rdel = RMW_KIND("delete", WM_DEL, del_stats);

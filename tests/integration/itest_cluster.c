@@ -35,18 +35,7 @@ static const char *const g_names[NSRV] = { "alpha", "bravo", "charlie" };
 static int start_named(struct test_srv *s, const char *name,
 		       const char *listen)
 {
-	const char *extra[6] = { "--name", name, NULL, NULL, NULL, NULL };
-	int rc;
-
-	if (listen) {
-		extra[2] = "--listen";
-		extra[3] = listen;
-	}
-	rc = test_srv_start(s, g_prov, extra);
-	if (rc)
-		printf("#   cannot start rkv-server %s (%s): %s\n", name, g_prov,
-		       strerror(-rc));
-	return rc;
+	return test_srv_start_named(s, g_prov, name, listen, NULL);
 }
 
 static int start_three(struct test_srv *s)

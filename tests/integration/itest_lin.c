@@ -295,19 +295,13 @@ static int start_servers(const struct lcfg *c, struct test_srv *srv,
 	int fd;
 
 	for (unsigned i = 0; i < n; i++) {
-		const char *extra[12] = { NULL };
 		char name[16];
-		unsigned k = 0;
+		int rc;
 
 		snprintf(name, sizeof(name), "lin-s%u", i);
-		if (n > 1) {
-			extra[k++] = "--name";
-			extra[k++] = name;
-		}
-		for (unsigned a = 0; c->args[a] && k < 11; a++)
-			extra[k++] = c->args[a];
-		int rc = test_srv_start(&srv[i], g_prov, extra);
-
+		rc = n > 1 ? test_srv_start_named(&srv[i], g_prov, name, NULL,
+						  c->args)
+			   : test_srv_start(&srv[i], g_prov, c->args);
 		if (rc) {
 			while (i--)
 				test_srv_stop(&srv[i]);

@@ -43,19 +43,9 @@ static const char *const g_names[NSRV] = { "r-alpha", "r-bravo",
 
 static int start_all(struct test_srv *s, const char *const *more)
 {
-	for (unsigned i = 0; i < NSRV; i++) {
-		const char *extra[12] = { "--name", g_names[i], NULL };
-		unsigned n = 2;
-
-		for (unsigned k = 0; more && more[k] && n < 11; k++)
-			extra[n++] = more[k];
-		extra[n] = NULL;
-		if (test_srv_start(&s[i], g_prov, extra)) {
-			printf("#   cannot start rkv-server %s (%s)\n",
-			       g_names[i], g_prov);
+	for (unsigned i = 0; i < NSRV; i++)
+		if (test_srv_start_named(&s[i], g_prov, g_names[i], NULL, more))
 			return -1;
-		}
-	}
 	return 0;
 }
 
@@ -531,7 +521,6 @@ static void t_primary_restarted(void)
 	struct test_logbuf lb = { .len = 0 };
 	struct rkv_client *c, *d[NSRV];
 	char f[64], addr[sizeof(s[0].addr)];
-	const char *extra[] = { "--name", g_names[0], "--listen", addr, NULL };
 	unsigned refused = 0, rewritten = 0, n0 = 0, n1 = 0;
 
 	ASSERT_EQ(start_all(s, NULL), 0);
@@ -543,7 +532,8 @@ static void t_primary_restarted(void)
 	rkv_client_destroy(c);
 	snprintf(addr, sizeof(addr), "%s", s[0].addr);
 	EXPECT_EQ(test_srv_stop(&s[0]), 0);
-	ASSERT_EQ(test_srv_start(&s[0], g_prov, extra), 0);
+	ASSERT_EQ(test_srv_start_named(&s[0], g_prov, g_names[0], addr, NULL),
+		  0);
 	c = test_client_cluster(f, 3000, 2000, &lb, NULL);
 	ASSERT_TRUE(c != NULL);
 	direct_clients(s, d);

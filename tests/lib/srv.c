@@ -92,6 +92,28 @@ void test_srv_listen_addr(const char *provider, char *buf, size_t len)
 	}
 }
 
+int test_srv_start_named(struct test_srv *s, const char *provider,
+			 const char *name, const char *listen,
+			 const char *const *more)
+{
+	const char *extra[24] = { "--name", name };
+	unsigned n = 2;
+	int rc;
+
+	if (listen) {
+		extra[n++] = "--listen";
+		extra[n++] = listen;
+	}
+	for (unsigned k = 0; more && more[k] && n < 23; k++)
+		extra[n++] = more[k];
+	extra[n] = NULL;
+	rc = test_srv_start(s, provider, extra);
+	if (rc)
+		printf("#   cannot start rkv-server %s (%s): %s\n", name,
+		       provider, strerror(-rc));
+	return rc;
+}
+
 int test_srv_start(struct test_srv *s, const char *provider,
 		   const char *const *extra)
 {

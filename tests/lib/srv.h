@@ -40,6 +40,12 @@ void test_srv_listen_addr(const char *provider, char *buf, size_t len);
  */
 int test_srv_start(struct test_srv *s, const char *provider,
 		   const char *const *extra);
+/* The same under --name name (listen: --listen, NULL for a fresh
+ * address; more: further arguments, may be NULL); a failure is printed
+ * as a TAP comment naming the server. */
+int test_srv_start_named(struct test_srv *s, const char *provider,
+			 const char *name, const char *listen,
+			 const char *const *more);
 /* SIGTERM, wait (5 s), then SIGKILL.  Returns the exit status or -1. */
 int test_srv_stop(struct test_srv *s);
 /* SIGKILL at once. */
