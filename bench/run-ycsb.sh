@@ -20,7 +20,10 @@
 # YCSB_WORKLOADS ("a b c f d"; e runs too, and reads "not run" on rkv),
 # YCSB_WORKLOAD_DIR (workloads: where workloadX lives; point it at a
 # checkout's workloads/ to run YCSB's own files unchanged),
-# YCSB_STORES ("redis memcached rkv-tcp rkv-shm"), YCSB_SEED (1).
+# YCSB_STORES ("redis memcached rkv-tcp rkv-shm"), YCSB_SEED (1),
+# YCSB_PROPS (more workload properties, name=value separated by spaces,
+# for every phase: e.g. "writeallfields=true" to update whole records
+# instead of YCSB's default one field).
 # Exit status: 0 when it ran (figures never fail it), 2 when it cannot.
 set -u
 O=${1:-build}
@@ -37,6 +40,7 @@ WORKLOADS=${YCSB_WORKLOADS:-a b c f d}
 WDIR=${YCSB_WORKLOAD_DIR:-workloads}
 STORES=${YCSB_STORES:-redis memcached rkv-tcp rkv-shm}
 SEED=${YCSB_SEED:-1}
+PROPS=${YCSB_PROPS:-}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 JSON=$RES/ycsb-$DATE.json
@@ -159,11 +163,13 @@ stop_all() {
 COMMON=(-p recordcount="$RECORDS" -p operationcount="$OPS"
   -p fieldcount=10 -p fieldlength=100 -p maxexecutiontime="$MAXTIME"
   --threads "$THREADS" --batch "$BATCH" --seed "$SEED" --json "$JSON")
+for kv in $PROPS; do COMMON+=(-p "$kv"); done
 TMO=$((MAXTIME * 2 + 120))
 t_start=$(date +%s)
 
 echo "run-ycsb: $RECORDS records of 1 KB, $OPS operations per run" \
-  "(at most ${MAXTIME}s), $THREADS threads, batch $BATCH; stores: $STORES"
+  "(at most ${MAXTIME}s), $THREADS threads, batch $BATCH${PROPS:+, $PROPS};" \
+  "stores: $STORES"
 for store in $STORES; do
   start "$store" || continue
   echo "run-ycsb: $store ($DB at $ADDR)"
@@ -224,7 +230,8 @@ goal() {
   echo "Every store: $RECORDS records of 1 KB (fieldcount=10," \
     "fieldlength=100) loaded once, then the run phase of each workload:" \
     "$OPS operations (at most ${MAXTIME} s), $THREADS threads, batch" \
-    "$BATCH (operations in flight per thread), seed $SEED, all on" \
+    "$BATCH (operations in flight per thread), seed $SEED," \
+    "${PROPS:+properties $PROPS,} all on" \
     "127.0.0.1. Servers: $(redis-server --version 2>/dev/null |
       awk '{print "Redis " $3}' | tr -d 'v='), memcached" \
     "$(memcached -V 2>/dev/null | awk '{print $2}') (-t 2), rkv-server" \

@@ -2,21 +2,28 @@
 /*
  * drv_redis.c - the Redis driver (hiredis, one connection per thread).
  *
- * A record is one string value (GET/SET of the whole record), so Redis does
- * the same operations as rkv and memcached.  Pipelining: up to --batch
- * operations are outstanding; commands are appended to hiredis's output
- * buffer, flushed at each poll, and replies come back in order, so a FIFO
- * of (operation, expected reply) pairs maps each reply to its operation.
+ * A record is one string value, as in rkv and memcached: GET reads it, SET
+ * writes it whole.  Pipelining: up to --batch operations are outstanding;
+ * commands are appended to hiredis's output buffer, flushed at each poll,
+ * and replies come back in order, so a FIFO of (operation, expected reply)
+ * pairs maps each reply to its operation.
  *
  *   read        GET key
- *   update      SET key record
+ *   update      writeallfields=true: SET key record.  One field (the
+ *               default): SETRANGE key offset field when every field has
+ *               the same length (fieldlengthdistribution=constant: field f
+ *               is at f * fieldlength); else EVALSHA of SPLICE_LUA, which
+ *               rewrites the field and the record's length header in the
+ *               server, in one atomic command (a field of a new length
+ *               moves the fields after it, which SETRANGE cannot do)
  *   insert      SET key record (+ ZADD ycsb:keys 0 key when the workload
  *               scans)
  *   scan        ZRANGEBYLEX ycsb:keys [key + LIMIT 0 len, then MGET of
  *               the keys it returned (two round trips, as YCSB's redis
  *               binding does with its index)
- *   read-modify-write  GET key, then SET key record once the GET returned
- *               (YCSB's read-then-update), counted as one operation
+ *   read-modify-write  GET key, then the update's command once the GET
+ *               returned (YCSB's read-then-update), counted as one
+ *               operation
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,8 +37,28 @@
 
 #define SCAN_INDEX "ycsb:keys"
 
+/* ARGV: fieldcount, header digits per length, field, its new length in
+ * those digits, its bytes.  Rewrites the field and its length. */
+static const char SPLICE_LUA[] =
+	"local v = redis.call('GET', KEYS[1])\n"
+	"if not v then return redis.error_reply('ERR no such record') end\n"
+	"local n, w, f = tonumber(ARGV[1]), tonumber(ARGV[2]), "
+	"tonumber(ARGV[3])\n"
+	"local off = n * w\n"
+	"for i = 0, f - 1 do\n"
+	"  off = off + tonumber(string.sub(v, i * w + 1, i * w + w), 16)\n"
+	"end\n"
+	"local len = tonumber(string.sub(v, f * w + 1, f * w + w), 16)\n"
+	"redis.call('SET', KEYS[1], string.sub(v, 1, f * w) .. ARGV[4] ..\n"
+	"  string.sub(v, f * w + w + 1, off) .. ARGV[5] ..\n"
+	"  string.sub(v, off + len + 1))\n"
+	"return 1\n";
+
 struct ycsb_drv {
 	redisContext *c;
+	const struct ycsb_props *p;
+	unsigned lenw;            /* header digits per length; 0: constant */
+	char sha[48];             /* SPLICE_LUA's, when lenw */
 	int scan_index;
 	size_t record_len;
 	unsigned batch;           /* most operations outstanding */
@@ -91,6 +118,8 @@ static int redis_create(const struct ycsb_drv_cfg *cfg, struct ycsb_drv **out,
 	if (!d->fifo)
 		goto err_free;
 	d->scan_index = cfg->scan_index;
+	d->p = cfg->p;
+	d->lenw = ycsb_len_width(cfg->p);
 	d->batch = cfg->batch;
 	d->record_len = cfg->record_len;
 	d->c = redisConnectWithTimeout(host, port, tv);
@@ -111,6 +140,21 @@ static int redis_create(const struct ycsb_drv_cfg *cfg, struct ycsb_drv **out,
 		goto err_free_ctx;
 	}
 	freeReplyObject(r);
+	if (d->lenw && !cfg->p->writeallfields) {
+		r = redisCommand(d->c, "SCRIPT LOAD %s", SPLICE_LUA);
+		if (!r || r->type != REDIS_REPLY_STRING ||
+		    r->len >= sizeof(d->sha)) {
+			snprintf(err, errlen, "redis at %s:%d: SCRIPT LOAD of "
+				 "the field update script failed: %s", host,
+				 port, r && r->type == REDIS_REPLY_ERROR ?
+				 r->str : d->c->errstr);
+			if (r)
+				freeReplyObject(r);
+			goto err_free_ctx;
+		}
+		memcpy(d->sha, r->str, r->len + 1);
+		freeReplyObject(r);
+	}
 	*out = d;
 	return 0;
 
@@ -155,9 +199,39 @@ static int append(struct ycsb_drv *d, struct ycsb_op *op, int argc,
 static int append_set(struct ycsb_drv *d, struct ycsb_op *op)
 {
 	const char *argv[3] = { "SET", op->key, op->val };
-	size_t len[3] = { 3, op->key_len, d->record_len };
+	size_t len[3] = { 3, op->key_len, op->val_len };
 
 	return append(d, op, 3, argv, len);
+}
+
+/* An update's write: the whole record, or one field (SETRANGE at its
+ * offset when fields have fixed offsets, else the splice script). */
+static int append_update(struct ycsb_drv *d, struct ycsb_op *op)
+{
+	char off[24], nf[16], w[8], f[16], fl[16];
+
+	if (!op->one_field)
+		return append_set(d, op);
+	if (!d->lenw) {
+		const char *argv[4] = { "SETRANGE", op->key, off, op->val };
+		size_t len[4] = { 8, op->key_len, 0, op->val_len };
+
+		len[2] = (size_t)snprintf(off, sizeof(off), "%zu",
+					  (size_t)op->field *
+					  d->p->fieldlength);
+		return append(d, op, 4, argv, len);
+	}
+	const char *argv[9] = { "EVALSHA", d->sha, "1", op->key, nf, w, f, fl,
+				op->val };
+	size_t len[9] = { 7, strlen(d->sha), 1, op->key_len, 0, 0, 0, 0,
+			  op->val_len };
+
+	len[4] = (size_t)snprintf(nf, sizeof(nf), "%u", d->p->fieldcount);
+	len[5] = (size_t)snprintf(w, sizeof(w), "%u", d->lenw);
+	len[6] = (size_t)snprintf(f, sizeof(f), "%u", op->field);
+	len[7] = (size_t)snprintf(fl, sizeof(fl), "%0*zx", (int)d->lenw,
+				  op->val_len);
+	return append(d, op, 9, argv, len);
 }
 
 static int redis_submit(struct ycsb_drv *d, struct ycsb_op *op)
@@ -182,7 +256,7 @@ static int redis_submit(struct ycsb_drv *d, struct ycsb_op *op)
 		rc = append(d, op, 2, argv, len);
 		break;
 	case YCSB_UPDATE:
-		rc = append_set(d, op);
+		rc = append_update(d, op);
 		break;
 	case YCSB_INSERT:
 		rc = append_set(d, op);
@@ -274,7 +348,7 @@ static int on_reply(struct ycsb_drv *d, struct ycsb_op *op, redisReply *r)
 		       r->len < op->buf_cap ? r->len : op->buf_cap);
 		if (op->type == YCSB_RMW) {
 			op->stage = 1;
-			if (append_set(d, op))
+			if (append_update(d, op))
 				return -ENOMEM;
 		}
 		break;
@@ -293,7 +367,7 @@ static int on_reply(struct ycsb_drv *d, struct ycsb_op *op, redisReply *r)
 			redisReply *e = r->element[i];
 
 			if (e->type != REDIS_REPLY_STRING ||
-			    e->len != d->record_len)
+			    ycsb_record_shape(d->p, e->str, e->len))
 				op->status = -EBADMSG;
 		}
 		op->records = (unsigned)r->elements;

@@ -2,10 +2,15 @@
 /*
  * drv_rkv.c - the rkv driver: one librkv client per thread, operations
  * through the pipelined rkv_submit/rkv_poll interface with max_inflight =
- * --batch.  read = RKV_OP_GET, update and insert = RKV_OP_PUT of the whole
- * record, read-modify-write = RKV_OP_RMW (one operation under the slot's
- * CAS lock: the callback copies the old record out for checking and
- * writes the new one).  Scans are not supported: the index is a hash.
+ * --batch.  read = RKV_OP_GET of the record; insert = RKV_OP_PUT of the
+ * whole record; update = RKV_OP_PUT of the whole record with
+ * writeallfields=true, else RKV_OP_RMW whose callback rewrites the one
+ * field and copies the others as they are (rkv has no partial write; the
+ * slot's CAS lock makes the field update atomic against other writers of
+ * the record); read-modify-write = RKV_OP_RMW (one operation under the
+ * slot's CAS lock: the callback copies the old record out for checking
+ * and writes the new record, or the old one with the field rewritten).
+ * Scans are not supported: the index is a hash.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +23,8 @@
 
 struct ycsb_drv {
 	struct rkv_client *c;
+	const struct ycsb_props *p;
+	int one_field;            /* updates go through RKV_OP_RMW */
 	char *servers;            /* owned copy with schemes added */
 	char why[256];            /* librkv's first warning or error */
 };
@@ -140,6 +147,8 @@ static int rkv_create_drv(const struct ycsb_drv_cfg *cfg,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	d->p = cfg->p;
+	d->one_field = !cfg->p->writeallfields;
 	/* a cluster in etcd (etcd://HOST:PORT/CLUSTER) or a cluster file
 	 * (a path: it starts with / or .): its map, as is */
 	int as_map = strncmp(cfg->servers, "etcd://", 7) == 0 ||
@@ -195,23 +204,49 @@ static void rkv_destroy_drv(struct ycsb_drv *d)
 	free(d);
 }
 
+/* The new value of an update or RMW: the old record with op's field
+ * rewritten, or op's whole record. */
+static int new_value(struct ycsb_op *op, const void *old, size_t old_len,
+		     void *out, size_t out_cap, size_t *out_len)
+{
+	long n;
+
+	if (!op->one_field) {
+		if (out_cap < op->val_len)
+			return -EMSGSIZE;
+		memcpy(out, op->val, op->val_len);
+		*out_len = op->val_len;
+		return RKV_RMW_WRITE;
+	}
+	n = ycsb_record_splice(op->drv->p, old, old_len, op->field, op->val,
+			       op->val_len, out, out_cap);
+	if (n < 0)
+		return (int)n;
+	*out_len = (size_t)n;
+	return RKV_RMW_WRITE;
+}
+
+/* Update of one field: rewrite it in the record as it is. */
+static int update_fn(const void *old, size_t old_len, void *out,
+		     size_t out_cap, size_t *out_len, void *arg)
+{
+	if (!old)
+		return -ENOENT;
+	return new_value(arg, old, old_len, out, out_cap, out_len);
+}
+
 /* RMW callback: keep the old record for the harness's check, write the
  * new one.  May run more than once; each run does the same. */
 static int rmw_fn(const void *old, size_t old_len, void *out, size_t out_cap,
 		  size_t *out_len, void *arg)
 {
 	struct ycsb_op *op = arg;
-	size_t rl = op->buf_cap;
 
 	if (!old)
 		return -ENOENT;
-	memcpy(op->buf, old, old_len < rl ? old_len : rl);
+	memcpy(op->buf, old, old_len < op->buf_cap ? old_len : op->buf_cap);
 	op->out_len = old_len;
-	if (out_cap < rl)
-		return -EMSGSIZE;
-	memcpy(out, op->val, rl);
-	*out_len = rl;
-	return RKV_RMW_WRITE;
+	return new_value(op, old, old_len, out, out_cap, out_len);
 }
 
 static int rkv_submit_op(struct ycsb_drv *d, struct ycsb_op *op)
@@ -222,6 +257,7 @@ static int rkv_submit_op(struct ycsb_drv *d, struct ycsb_op *op)
 	r->key = op->key;
 	r->key_len = op->key_len;
 	r->user = op;
+	op->drv = d;
 	switch (op->type) {
 	case YCSB_READ:
 		r->type = RKV_OP_GET;
@@ -229,10 +265,17 @@ static int rkv_submit_op(struct ycsb_drv *d, struct ycsb_op *op)
 		r->buf_cap = op->buf_cap;
 		break;
 	case YCSB_UPDATE:
+		if (op->one_field) {
+			r->type = RKV_OP_RMW;
+			r->fn = update_fn;
+			r->fn_arg = op;
+			break;
+		}
+		/* fall through */
 	case YCSB_INSERT:
 		r->type = RKV_OP_PUT;
 		r->val = op->val;
-		r->val_len = op->buf_cap;
+		r->val_len = op->val_len;
 		break;
 	case YCSB_RMW:
 		r->type = RKV_OP_RMW;
@@ -282,13 +325,24 @@ static void rkv_stats_get(struct ycsb_drv *d, const uint64_t *counts,
 	st->has_rtts = 1;
 	st->has_retries = 1;
 	st->retries[YCSB_READ] = s.get.retries;
-	st->retries[YCSB_RMW] = s.rmw.retries;
-	/* update and insert share librkv's put counter: give it to the one
-	 * that ran (to update when both did) */
-	if (counts[YCSB_UPDATE] || !counts[YCSB_INSERT])
-		st->retries[YCSB_UPDATE] = s.put.retries;
-	else
+	if (d->one_field) {
+		/* one-field updates are librkv rmws: they share its rmw
+		 * counter with RMW (to RMW when both ran); inserts have
+		 * the put counter */
+		if (counts[YCSB_RMW] || !counts[YCSB_UPDATE])
+			st->retries[YCSB_RMW] = s.rmw.retries;
+		else
+			st->retries[YCSB_UPDATE] = s.rmw.retries;
 		st->retries[YCSB_INSERT] = s.put.retries;
+	} else {
+		st->retries[YCSB_RMW] = s.rmw.retries;
+		/* update and insert share librkv's put counter: give it
+		 * to the one that ran (to update when both did) */
+		if (counts[YCSB_UPDATE] || !counts[YCSB_INSERT])
+			st->retries[YCSB_UPDATE] = s.put.retries;
+		else
+			st->retries[YCSB_INSERT] = s.put.retries;
+	}
 	st->cache_hits = s.cache_hits;
 	st->cache_misses = s.cache_misses;
 	st->lock_waits = s.lock_waits;

@@ -216,7 +216,6 @@ int ycsb_wl_init(struct ycsb_wl *wl, const struct ycsb_props *p,
 	memset(wl, 0, sizeof(*wl));
 	wl->p = p;
 	wl->acked = acked;
-	wl->record_len = (size_t)p->fieldcount * p->fieldlength;
 	wl->insertcount = p->insertcount ? p->insertcount :
 			  p->recordcount - p->insertstart;
 	/* CoreWorkload: the scrambled zipfian's key space also holds the
@@ -237,6 +236,12 @@ int ycsb_wl_init(struct ycsb_wl *wl, const struct ycsb_props *p,
 	wl->exp_gamma = -log(1.0 - p->exp_percentile / 100.0) /
 			((double)p->recordcount * p->exp_frac);
 	wl->hot_keys = (uint64_t)((double)wl->insertcount * p->hot_data);
+	wl->record_len = ycsb_hdr_len(p) +
+			 (size_t)p->fieldcount * p->fieldlength;
+	if (p->flendist == YCSB_FLEN_ZIPFIAN)
+		wl->zetan_flen = ycsb_zeta(0, p->fieldlength -
+					   p->minfieldlength + 1,
+					   YCSB_ZIPFIAN_CONSTANT, 0);
 	atomic_init(&wl->seq_next, 0);
 	wl->seq = &wl->seq_next;
 	return 0;
@@ -262,6 +267,41 @@ void ycsb_gen_init(struct ycsb_gen *g, const struct ycsb_wl *wl,
 		ycsb_zipf_init(&g->scanzipf, p->minscanlength,
 			       p->maxscanlength, YCSB_ZIPFIAN_CONSTANT,
 			       wl->zetan_scan);
+	if (p->flendist == YCSB_FLEN_ZIPFIAN)
+		ycsb_zipf_init(&g->flenzipf, p->minfieldlength,
+			       p->fieldlength, YCSB_ZIPFIAN_CONSTANT,
+			       wl->zetan_flen);
+	ycsb_gen_fields_seed(g, seed, 0);
+}
+
+void ycsb_gen_fields_seed(struct ycsb_gen *g, uint64_t seed, int load)
+{
+	ycsb_rng_seed(&g->frng, (seed ^ 0x6a09e667f3bcc909ull) *
+				0xbf58476d1ce4e5b9ull + g->tid * 2 +
+				(unsigned)load);
+}
+
+unsigned ycsb_gen_field(struct ycsb_gen *g)
+{
+	/* fieldchooser = new UniformLongGenerator(0, fieldcount - 1) */
+	return (unsigned)uniform(&g->frng, 0, g->wl->p->fieldcount - 1);
+}
+
+unsigned ycsb_gen_field_len(struct ycsb_gen *g)
+{
+	const struct ycsb_props *p = g->wl->p;
+
+	switch (p->flendist) {
+	case YCSB_FLEN_UNIFORM:
+		return (unsigned)uniform(&g->frng, p->minfieldlength,
+					 p->fieldlength);
+	case YCSB_FLEN_ZIPFIAN:
+		return (unsigned)ycsb_zipf_next(&g->flenzipf, &g->frng,
+						g->flenzipf.items);
+	case YCSB_FLEN_CONSTANT:
+	default:
+		return p->fieldlength;
+	}
 }
 
 enum ycsb_op_type ycsb_gen_next_type(struct ycsb_gen *g)
@@ -409,45 +449,185 @@ static void fill_field(char *out, size_t len, uint64_t seed)
 	}
 }
 
-void ycsb_record_fill(const struct ycsb_props *p, const char *key,
-		      size_t key_len, uint64_t version, char *out)
+unsigned ycsb_len_width(const struct ycsb_props *p)
 {
-	uint64_t h = fnv1a(key, key_len);
-	size_t fl = p->fieldlength;
+	unsigned w = 1;
 
-	for (unsigned f = 0; f < p->fieldcount; f++)
-		fill_field(out + (size_t)f * fl, fl,
-			   h ^ ((uint64_t)(f + 1) * 0x9e3779b97f4a7c15ull) ^
-			   (version * 0xd6e8feb86659fd93ull));
-	if ((size_t)p->fieldcount * fl >= 17) {
-		char hex[17];
+	if (p->flendist == YCSB_FLEN_CONSTANT)
+		return 0;
+	while (w < 8 && (p->fieldlength >> (4 * w)))
+		w++;
+	return w;
+}
 
-		snprintf(hex, sizeof(hex), "%016" PRIx64, version);
-		memcpy(out, hex, 16);
-		out[16] = ':';
+size_t ycsb_hdr_len(const struct ycsb_props *p)
+{
+	return (size_t)ycsb_len_width(p) * p->fieldcount;
+}
+
+/* hex digits of the version a field of len bytes holds */
+static unsigned tag_width(size_t len)
+{
+	return len < 2 ? 0 : len - 1 < 16 ? (unsigned)(len - 1) : 16;
+}
+
+void ycsb_field_fill(const char *key, size_t key_len, unsigned f,
+		     uint64_t version, size_t len, char *out)
+{
+	unsigned t = tag_width(len);
+	uint64_t v = t < 16 ? version & ((1ull << (4 * t)) - 1) : version;
+	size_t body = t ? len - t - 1 : len;
+
+	if (t) {
+		static const char hex[] = "0123456789abcdef";
+
+		for (unsigned i = 0; i < t; i++)
+			out[i] = hex[(v >> (4 * (t - 1 - i))) & 15];
+		out[t] = ':';
 	}
+	fill_field(out + len - body, body,
+		   fnv1a(key, key_len) ^
+		   ((uint64_t)(f + 1) * 0x9e3779b97f4a7c15ull) ^
+		   (v * 0xd6e8feb86659fd93ull));
+}
+
+static void put_hex(char *out, unsigned w, size_t v)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (unsigned i = 0; i < w; i++)
+		out[i] = hex[(v >> (4 * (w - 1 - i))) & 15];
+}
+
+static int get_hex(const char *s, unsigned w, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	for (unsigned i = 0; i < w; i++) {
+		char c = s[i];
+		unsigned d;
+
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else
+			return -EBADMSG;
+		x = (x << 4) | d;
+	}
+	*v = x;
+	return 0;
+}
+
+size_t ycsb_record_fill(const struct ycsb_props *p, const char *key,
+			size_t key_len, uint64_t version,
+			const unsigned *lens, char *out)
+{
+	unsigned w = ycsb_len_width(p);
+	size_t off = ycsb_hdr_len(p);
+
+	for (unsigned f = 0; f < p->fieldcount; f++) {
+		size_t fl = lens ? lens[f] : p->fieldlength;
+
+		if (w)
+			put_hex(out + (size_t)f * w, w, fl);
+		ycsb_field_fill(key, key_len, f, version, fl, out + off);
+		off += fl;
+	}
+	return off;
+}
+
+int ycsb_record_shape(const struct ycsb_props *p, const char *buf,
+		      size_t len)
+{
+	unsigned w = ycsb_len_width(p);
+	size_t sum = ycsb_hdr_len(p);
+
+	if (!w)
+		return len == (size_t)p->fieldcount * p->fieldlength ?
+		       0 : -EBADMSG;
+	if (len < sum)
+		return -EBADMSG;
+	for (unsigned f = 0; f < p->fieldcount; f++) {
+		uint64_t fl;
+
+		if (get_hex(buf + (size_t)f * w, w, &fl) ||
+		    fl < p->minfieldlength || fl > p->fieldlength)
+			return -EBADMSG;
+		sum += (size_t)fl;
+	}
+	return sum == len ? 0 : -EBADMSG;
+}
+
+int ycsb_record_field(const struct ycsb_props *p, const char *buf,
+		      size_t len, unsigned f, size_t *off, size_t *flen)
+{
+	unsigned w = ycsb_len_width(p);
+	size_t o = ycsb_hdr_len(p);
+
+	if (f >= p->fieldcount || ycsb_record_shape(p, buf, len))
+		return -EBADMSG;
+	if (!w) {
+		*off = (size_t)f * p->fieldlength;
+		*flen = p->fieldlength;
+		return 0;
+	}
+	for (unsigned i = 0; i <= f; i++) {
+		uint64_t fl = 0;
+
+		get_hex(buf + (size_t)i * w, w, &fl);
+		if (i == f) {
+			*off = o;
+			*flen = (size_t)fl;
+		}
+		o += (size_t)fl;
+	}
+	return 0;
 }
 
 int ycsb_record_check(const struct ycsb_props *p, const char *key,
 		      size_t key_len, const char *buf, size_t len,
 		      char *scratch)
 {
-	size_t rl = (size_t)p->fieldcount * p->fieldlength;
-	uint64_t version = 0;
+	unsigned w = ycsb_len_width(p);
+	size_t o = ycsb_hdr_len(p);
 
-	if (len != rl)
+	if (ycsb_record_shape(p, buf, len))
 		return -EBADMSG;
-	if (rl >= 17) {
-		char hex[17], *end;
+	for (unsigned f = 0; f < p->fieldcount; f++) {
+		uint64_t fl = p->fieldlength, v = 0;
+		unsigned t;
 
-		if (buf[16] != ':')
+		if (w)
+			get_hex(buf + (size_t)f * w, w, &fl);
+		t = tag_width((size_t)fl);
+		if (t && (get_hex(buf + o, t, &v) || buf[o + t] != ':'))
 			return -EBADMSG;
-		memcpy(hex, buf, 16);
-		hex[16] = 0;
-		version = strtoull(hex, &end, 16);
-		if (*end)
+		ycsb_field_fill(key, key_len, f, v, (size_t)fl, scratch);
+		if (memcmp(buf + o, scratch, (size_t)fl))
 			return -EBADMSG;
+		o += (size_t)fl;
 	}
-	ycsb_record_fill(p, key, key_len, version, scratch);
-	return memcmp(buf, scratch, rl) ? -EBADMSG : 0;
+	return 0;
+}
+
+long ycsb_record_splice(const struct ycsb_props *p, const char *old,
+			size_t old_len, unsigned f, const char *fld,
+			size_t flen, char *out, size_t cap)
+{
+	unsigned w = ycsb_len_width(p);
+	size_t off, ofl, nl;
+
+	if (ycsb_record_field(p, old, old_len, f, &off, &ofl) ||
+	    (!w && flen != ofl))
+		return -EBADMSG;
+	nl = old_len - ofl + flen;
+	if (nl > cap)
+		return -EMSGSIZE;
+	memcpy(out, old, off);
+	if (w)
+		put_hex(out + (size_t)f * w, w, flen);
+	memcpy(out + off, fld, flen);
+	memcpy(out + off + flen, old + off + ofl, old_len - off - ofl);
+	return (long)nl;
 }

@@ -14,10 +14,10 @@
  * (each thread a contiguous share); the run phase does operationcount
  * operations chosen as YCSB's CoreWorkload chooses them.  Every thread has
  * its own connection and generator (seeded from --seed and its number), and
- * keeps --batch operations in flight.  A record is fieldcount x fieldlength
- * bytes stored as one value; an update rewrites the whole record (YCSB
- * writeallfields=true; with one value per key a one-field update would be
- * a read-modify-write).
+ * keeps --batch operations in flight.  A record is fieldcount fields
+ * stored as one value; an update writes one field of it (YCSB's default
+ * writeallfields=false: each driver says how its store does that) or, with
+ * writeallfields=true, the whole record.
  *
  * Exit status: 0 done, 1 some operations failed, 2 bad input, a store that
  * cannot be reached, or a client-wide failure (a thread's connection lost:
@@ -55,6 +55,7 @@ struct worker {
 	struct ycsb_op **done;
 	char *mem;                  /* val and buf of every slot */
 	char *scratch;              /* record check */
+	unsigned *lens;             /* field lengths of a record written */
 	uint64_t nops, first;       /* this phase's share; load: first key */
 	uint64_t count[YCSB_NTYPES], errors[YCSB_NTYPES];
 	uint64_t skipped[YCSB_NTYPES], rtts[YCSB_NTYPES];
@@ -68,6 +69,7 @@ struct worker {
 
 struct ctx {
 	const struct ycsb_props *p;
+	uint64_t seed;
 	const struct ycsb_drv_ops *drv;
 	struct ycsb_wl wl;
 	struct ycsb_acked acked;
@@ -96,11 +98,14 @@ static void die_oom(void)
 	exit(2);
 }
 
-/* Make the next operation in op (deterministic per thread). */
+/* Make the next operation in op (deterministic per thread).  The field
+ * choice and lengths are drawn even when no bytes are made (a skipped
+ * type, --dump-ops), from the thread's field stream. */
 static void gen_op(struct worker *w, struct ycsb_op *op, uint64_t i)
 {
 	struct ctx *c = w->ctx;
 	const struct ycsb_props *p = c->p;
+	enum ycsb_op_type t;
 
 	if (c->load) {
 		op->type = YCSB_INSERT;
@@ -117,11 +122,30 @@ static void gen_op(struct worker *w, struct ycsb_op *op, uint64_t i)
 		op->version = ((uint64_t)(w->tid + 1) << 40) | w->gen.seq;
 	}
 	op->key_len = ycsb_key_name(p, op->keynum, op->key);
-	if (op->type == YCSB_UPDATE || op->type == YCSB_INSERT ||
-	    op->type == YCSB_RMW)
-		if (!c->skip[op->type])
-			ycsb_record_fill(p, op->key, op->key_len, op->version,
-					 op->val);
+	op->one_field = 0;
+	op->val_len = 0;
+	t = op->type;
+	if (t != YCSB_UPDATE && t != YCSB_INSERT && t != YCSB_RMW)
+		return;
+	if (t != YCSB_INSERT && !p->writeallfields) {
+		/* CoreWorkload.buildSingleValue: a field, then its length */
+		size_t fl;
+
+		op->one_field = 1;
+		op->field = ycsb_gen_field(&w->gen);
+		fl = ycsb_gen_field_len(&w->gen);
+		if (!c->skip[t])
+			ycsb_field_fill(op->key, op->key_len, op->field,
+					op->version, fl, op->val);
+		op->val_len = fl;
+		return;
+	}
+	/* buildValues: every field, each its own length */
+	for (unsigned f = 0; f < p->fieldcount; f++)
+		w->lens[f] = ycsb_gen_field_len(&w->gen);
+	if (!c->skip[t])
+		op->val_len = ycsb_record_fill(p, op->key, op->key_len,
+					       op->version, w->lens, op->val);
 }
 
 static void finish_op(struct worker *w, struct ycsb_op *op, uint64_t now)
@@ -130,9 +154,11 @@ static void finish_op(struct worker *w, struct ycsb_op *op, uint64_t now)
 	enum ycsb_op_type t = op->type;
 
 	/* a read (and the read half of an RMW) must give back a record of
-	 * this key; dataintegrity checks every byte */
+	 * this key: its length, and the header's lengths when fields vary,
+	 * always; dataintegrity checks every byte of every field */
 	if (!op->status && (t == YCSB_READ || t == YCSB_RMW)) {
-		if (op->out_len != c->wl.record_len)
+		if (op->out_len > op->buf_cap ||
+		    ycsb_record_shape(c->p, op->buf, op->out_len))
 			op->status = -EBADMSG;
 		else if (c->p->dataintegrity)
 			op->status = ycsb_record_check(c->p, op->key,
@@ -285,7 +311,9 @@ static int worker_alloc(struct worker *w, struct ctx *c, unsigned tid)
 	w->done = calloc(c->batch + 64, sizeof(*w->done));
 	w->mem = malloc(2 * rl * c->batch);
 	w->scratch = malloc(rl);
-	if (!w->ops || !w->freel || !w->done || !w->mem || !w->scratch)
+	w->lens = calloc(c->p->fieldcount, sizeof(*w->lens));
+	if (!w->ops || !w->freel || !w->done || !w->mem || !w->scratch ||
+	    !w->lens)
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->batch; i++) {
 		w->ops[i].val = w->mem + 2 * rl * i;
@@ -304,6 +332,7 @@ static void worker_free(struct worker *w)
 	free(w->done);
 	free(w->mem);
 	free(w->scratch);
+	free(w->lens);
 }
 
 static void progress_line(struct ctx *c, const char *phase, uint64_t total,
@@ -352,6 +381,7 @@ static int run_phase(struct ctx *c, struct worker *ws, int load,
 		w->op_errors = 0;
 		for (int t = 0; t < YCSB_NTYPES; t++)
 			rkv_hist_init(&w->hist[t]);
+		ycsb_gen_fields_seed(&w->gen, c->seed, load);
 		c->drv->stats_reset(w->d);
 	}
 	t0 = last_ns = rkv_now_ns();
@@ -457,6 +487,9 @@ static void dump_ops(struct ctx *c, uint64_t seed, uint64_t n)
 	memset(&w, 0, sizeof(w));
 	memset(&op, 0, sizeof(op));
 	w.ctx = c;
+	w.lens = calloc(c->p->fieldcount, sizeof(*w.lens));
+	if (!w.lens)
+		die_oom();
 	ycsb_gen_init(&w.gen, &c->wl, seed, 0);
 	c->load = 0;
 	/* no record bytes: skip[] only stops gen_op filling values here */
@@ -474,6 +507,7 @@ static void dump_ops(struct ctx *c, uint64_t seed, uint64_t n)
 		if (op.type == YCSB_INSERT)
 			ycsb_acked_ack(&c->acked, op.keynum);
 	}
+	free(w.lens);
 }
 
 static void usage(FILE *f)
@@ -684,6 +718,7 @@ int main(int argc, char **argv)
 	if (ycsb_props_check(&p))
 		return 2;
 	c.p = &p;
+	c.seed = seed;
 	c.threads = p.threads;
 	c.batch = (unsigned)batch;
 	if (ycsb_acked_init(&c.acked, p.recordcount))
@@ -712,6 +747,7 @@ int main(int argc, char **argv)
 		struct ycsb_drv_cfg dc = {
 			.servers = servers, .provider = provider,
 			.batch = c.batch, .record_len = c.wl.record_len,
+			.p = &p,
 			.scan_index = p.prop[YCSB_SCAN] > 0, .tid = i,
 		};
 		char err[512];
@@ -737,12 +773,13 @@ int main(int argc, char **argv)
 	r->target = p.target;
 	r->seed = seed;
 	r->p = &p;
-	printf("%s: %s at %s, workload %s, %u record(s) of %zu bytes, "
-	       "%u thread(s), batch %u, seed %" PRIu64 "%s\n",
-	       YCSB_PROG, r->label, servers, p.workload_name,
+	printf("%s: %s at %s, workload %s, %u record(s) of %s%zu bytes, "
+	       "updates write %s, %u thread(s), batch %u, seed %" PRIu64
+	       "%s\n", YCSB_PROG, r->label, servers, p.workload_name,
 	       (unsigned)(do_load ? c.wl.insertcount : p.recordcount),
-	       c.wl.record_len, c.threads, c.batch, seed,
-	       p.target > 0 ? ", throttled" : "");
+	       p.flendist == YCSB_FLEN_CONSTANT ? "" : "at most ",
+	       c.wl.record_len, p.writeallfields ? "every field" : "one field",
+	       c.threads, c.batch, seed, p.target > 0 ? ", throttled" : "");
 	for (int t = 0; t < YCSB_NTYPES; t++)
 		if (do_run && c.skip[t] && p.prop[t] > 0)
 			printf("%s: %s: scan: %s; the %.0f%% %s operations "

@@ -27,7 +27,7 @@ enum kind {
 	K_DIST,     /* requestdistribution */
 	K_ORDER,    /* insertorder */
 	K_SCANDIST, /* scanlengthdistribution */
-	K_FIELDDIST,/* fieldlengthdistribution: constant only */
+	K_FIELDDIST,/* fieldlengthdistribution: constant|uniform|zipfian */
 	K_WORKLOAD, /* workload class: CoreWorkload only */
 	K_IGNORE,   /* accepted, no effect */
 };
@@ -58,6 +58,7 @@ static const struct prop_def g_defs[] = {
 	{ "exponential.frac", K_DOUBLE, P(exp_frac), 0, 0 },
 	{ "fieldcount", K_U32, P(fieldcount), 1, 1024 },
 	{ "fieldlength", K_U32, P(fieldlength), 1, RKV_VALUE_MAX },
+	{ "minfieldlength", K_U32, P(minfieldlength), 1, RKV_VALUE_MAX },
 	{ "fieldlengthdistribution", K_FIELDDIST, 0, 0, 0 },
 	{ "insertorder", K_ORDER, P(ordered), 0, 0 },
 	{ "zeropadding", K_U32, P(zeropadding), 1, 20 },
@@ -69,9 +70,11 @@ static const struct prop_def g_defs[] = {
 	{ "target", K_DOUBLE, P(target), 0, 0 },
 	{ "maxexecutiontime", K_U64, P(maxexecutiontime), 0, 1ull << 32 },
 	{ "workload", K_WORKLOAD, 0, 0, 0 },
+	{ "writeallfields", K_BOOL, P(writeallfields), 0, 0 },
+	/* kept, but every store here reads whole records (README) */
+	{ "readallfields", K_BOOL, P(readallfields), 0, 0 },
 	/* YCSB properties with no effect here (documented in README) */
-	{ "readallfields", K_BOOL, 0, 0, 0 },
-	{ "writeallfields", K_BOOL, 0, 0, 0 },
+	{ "fieldlengthhistogram", K_IGNORE, 0, 0, 0 },
 	{ "table", K_IGNORE, 0, 0, 0 },
 	{ "fieldnameprefix", K_IGNORE, 0, 0, 0 },
 	{ "measurementtype", K_IGNORE, 0, 0, 0 },
@@ -110,6 +113,10 @@ void ycsb_props_init(struct ycsb_props *p)
 	p->exp_frac = 0.8571428571;
 	p->fieldcount = 10;
 	p->fieldlength = 100;
+	p->minfieldlength = 1;
+	p->flendist = YCSB_FLEN_CONSTANT;
+	p->writeallfields = 0;
+	p->readallfields = 1;
 	p->zeropadding = 1;
 	p->minscanlength = 1;
 	p->maxscanlength = 1000;
@@ -199,8 +206,7 @@ static int set_prop(struct ycsb_props *p, const char *where, const char *name,
 			want = "true or false";
 			break;
 		}
-		if (d->off)
-			*(int *)(void *)(base + d->off) = b;
+		*(int *)(void *)(base + d->off) = b;
 		return 0;
 	}
 	case K_DIST:
@@ -237,8 +243,20 @@ static int set_prop(struct ycsb_props *p, const char *where, const char *name,
 			want = "uniform or zipfian";
 		break;
 	case K_FIELDDIST:
-		if (strcmp(value, "constant"))
-			want = "constant";
+		if (!strcmp(value, "constant"))
+			p->flendist = YCSB_FLEN_CONSTANT;
+		else if (!strcmp(value, "uniform"))
+			p->flendist = YCSB_FLEN_UNIFORM;
+		else if (!strcmp(value, "zipfian"))
+			p->flendist = YCSB_FLEN_ZIPFIAN;
+		else if (!strcmp(value, "histogram")) {
+			fprintf(stderr, "%s: %s: %s: histogram is not supported "
+					"(it reads YCSB's fieldlengthhistogram "
+					"file; want constant, uniform or "
+					"zipfian)\n", YCSB_PROG, where, name);
+			return -1;
+		} else
+			want = "constant, uniform or zipfian";
 		break;
 	case K_WORKLOAD:
 		if (strcmp(value, "site.ycsb.workloads.CoreWorkload") &&
@@ -347,7 +365,8 @@ int ycsb_props_set_arg(struct ycsb_props *p, const char *arg)
 int ycsb_props_check(const struct ycsb_props *p)
 {
 	double sum = 0;
-	uint64_t rec = (uint64_t)p->fieldcount * p->fieldlength;
+	uint64_t rec = (uint64_t)p->fieldcount * p->fieldlength +
+		       ycsb_hdr_len(p);
 
 	for (int t = 0; t < YCSB_NTYPES; t++)
 		sum += p->prop[t];
@@ -357,9 +376,16 @@ int ycsb_props_check(const struct ycsb_props *p)
 		return -1;
 	}
 	if (rec > RKV_VALUE_MAX) {
-		fprintf(stderr, "%s: fieldcount*fieldlength = %llu bytes: over "
-				"the %u bytes rkv holds in one value\n",
-			YCSB_PROG, (unsigned long long)rec, RKV_VALUE_MAX);
+		fprintf(stderr, "%s: fieldcount*fieldlength%s = %llu bytes: "
+				"over the %u bytes rkv holds in one value\n",
+			YCSB_PROG, ycsb_hdr_len(p) ? " + length header" : "",
+			(unsigned long long)rec, RKV_VALUE_MAX);
+		return -1;
+	}
+	if (p->flendist != YCSB_FLEN_CONSTANT &&
+	    p->minfieldlength > p->fieldlength) {
+		fprintf(stderr, "%s: minfieldlength %u > fieldlength %u\n",
+			YCSB_PROG, p->minfieldlength, p->fieldlength);
 		return -1;
 	}
 	if (p->exp_percentile <= 0 || p->exp_percentile >= 100 ||

@@ -25,6 +25,7 @@
 static const char *const g_dist[] = { "uniform",	"zipfian",
 				       "latest",	"hotspot",
 				       "exponential", "sequential" };
+static const char *const g_flen[] = { "constant", "uniform", "zipfian" };
 
 #define NQ 104
 static double quantile_at(int i)
@@ -148,10 +149,12 @@ int ycsb_report_json(const char *path, const struct ycsb_result *r)
 	fprintf(f, ",\"threads\":%u,\"batch\":%u,\"target\":%.0f,\"seed\":%"
 		   PRIu64 ",\"recordcount\":%" PRIu64 ",\"operationcount\":%"
 		   PRIu64 ",\"fieldcount\":%u,\"fieldlength\":%u,"
+		   "\"fieldlengthdistribution\":\"%s\",\"writeallfields\":%s,"
 		   "\"requestdistribution\":\"%s\",\"seconds\":%.4f,\"ops\":%"
 		   PRIu64 ",\"ops_per_s\":%.1f,",
 		r->threads, r->batch, r->target, r->seed, p->recordcount,
 		p->operationcount, p->fieldcount, p->fieldlength,
+		g_flen[p->flendist], p->writeallfields ? "true" : "false",
 		g_dist[p->reqdist], r->seconds, r->ops, (double)r->ops / s);
 	int nr = not_run(r);
 

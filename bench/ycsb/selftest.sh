@@ -11,6 +11,13 @@
 # rkv-server on tcp finish with zero errors and every value checked
 # (dataintegrity=true); the JSON lines and the CDF plot; Redis and
 # memcached (workloads E and A) when their servers are installed.
+# Fields: one-field updates (writeallfields=false) on rkv over tcp and
+# shm, Redis and memcached leave every record checkable byte for byte
+# and leave the fields they did not write as they were (records read back
+# hold fields of the load's version 0 beside updated ones), while
+# writeallfields=true rewrites every field; fieldlengthdistribution
+# uniform and zipfian give records of varying lengths that every store
+# updates one field of and reads back checked; a bad value is refused.
 # Exit 0 when every check passed (skips included), 1 otherwise.
 set -u
 O=${1:-build}
@@ -155,9 +162,31 @@ if "$Y" -P "$tmp/template" --dump-ops 2 >"$tmp/out" 2>"$tmp/err" &&
 else
   notok "every property of YCSB's workload_template is taken"
 fi
-expect 2 "fieldlengthdistribution: bad value 'zipfian'" \
-  "fieldlengthdistribution zipfian refused with one line, exit 2" -- \
-  "$Y" -P $W/workloadc -p fieldlengthdistribution=zipfian --dump-ops 1
+expect 2 "fieldlengthdistribution: bad value 'pareto' \(want constant, uniform or zipfian\)" \
+  "fieldlengthdistribution pareto refused with one line, exit 2" -- \
+  "$Y" -P $W/workloadc -p fieldlengthdistribution=pareto --dump-ops 1
+expect 2 "fieldlengthdistribution: histogram is not supported" \
+  "fieldlengthdistribution histogram refused with one line, exit 2" -- \
+  "$Y" -P $W/workloadc -p fieldlengthdistribution=histogram --dump-ops 1
+expect 2 "writeallfields: bad value 'yes' \(want true or false\)" \
+  "writeallfields yes refused with one line, exit 2" -- \
+  "$Y" -P $W/workloada -p writeallfields=yes --dump-ops 1
+expect 2 "minfieldlength 200 > fieldlength 100" \
+  "minfieldlength above fieldlength refused with one line, exit 2" -- \
+  "$Y" -P $W/workloada -p fieldlengthdistribution=uniform \
+  -p minfieldlength=200 --dump-ops 1
+# the field choices and lengths do not change the keys and op types
+# (they come from a stream of their own)
+A=(-P "$W/workloada" -p recordcount=1000 -p operationcount=1000 --seed 7
+  --dump-ops 200)
+"$Y" "${A[@]}" >"$tmp/a1" 2>"$tmp/err"
+"$Y" "${A[@]}" -p fieldlengthdistribution=zipfian -p writeallfields=true \
+  >"$tmp/a2" 2>>"$tmp/err"
+if [ "$(grep -c ' UPDATE ' "$tmp/a1")" -ge 50 ] && cmp -s "$tmp/a1" "$tmp/a2"; then
+  ok "field settings leave the operation stream as it was"
+else
+  notok "field settings leave the operation stream as it was"
+fi
 
 # request distributions over 1000 ordered keys: the first three keys, the
 # share of 2000 reads on keys below 200 and on keys from 700
@@ -193,16 +222,122 @@ expect 2 "exponential.percentile 100 must be in \(0, 100\)" \
   "exponential.percentile out of range, exit 2" -- \
   "$Y" -P $W/workloadc -p exponential.percentile=100 --dump-ops 1
 
+# ------------------------------------------------------------- fields
+# 20 ordered records (user0..user19), updates only (every record about 20
+# times, on one field each), then every record read 10 times; all with
+# dataintegrity=true, so each field of each record read is checked.
+FB=(-P "$W/workloada" -p recordcount=20 -p insertorder=ordered
+  -p dataintegrity=true --threads 1 --batch 2)
+UPD=(-p operationcount=400 -p readproportion=0 -p updateproportion=1
+  -p requestdistribution=uniform)
+RD=(-p operationcount=200 -p readproportion=1 -p updateproportion=0
+  -p requestdistribution=sequential --phase run)
+
+# fields_run NAME ARGS...: load + updates, then the reads, zero errors
+fields_run() {
+  local name=$1 rc1 rc2
+  shift
+  timeout -k 5 60 "$Y" "${FB[@]}" "${UPD[@]}" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc1=$?
+  timeout -k 5 60 "$Y" "${FB[@]}" "${RD[@]}" "$@" >>"$tmp/out" 2>>"$tmp/err"
+  rc2=$?
+  if [ "$rc1" = 0 ] && [ "$rc2" = 0 ] &&
+    grep -q '^  UPDATE  *400 ' "$tmp/out" && grep -q '^  READ  *200 ' "$tmp/out" &&
+    ! awk '$1 ~ /^(READ|UPDATE|INSERT)$/ && $9 != 0' "$tmp/out" | grep -q .; then
+    ok "$name"
+  else
+    cat "$tmp/out" >>"$tmp/err"
+    notok "$name: exit $rc1, $rc2"
+  fi
+}
+
+# field_tags GETTER...: for user0..user19 (10 fields of 100 bytes), the
+# records with a field of version 0 (the load's) beside an updated one,
+# and those whose 10 fields have one version: "MIXED SAME"
+field_tags() {
+  local k
+  for k in $(seq 0 19); do
+    "$@" "user$k" | head -c 1000
+    echo
+  done | awk '{ n0 = 0; d = 0; delete seen
+      for (i = 0; i < 10; i++) { t = substr($0, i * 100 + 1, 16)
+        if (t == "0000000000000000") n0++
+        if (!(t in seen)) { seen[t] = 1; d++ } }
+      if (n0 > 0 && n0 < 10) mixed++; if (d == 1) same++ }
+    END { printf "%d %d\n", mixed, same }'
+}
+
+# fields_tags NAME GETTER...: after fields_run (one-field updates)
+fields_tags() {
+  local name=$1 mixed same
+  shift
+  read -r mixed same <<<"$(field_tags "$@")"
+  if [ "${mixed:-0}" -ge 1 ] && [ "${same:-1}" = 0 ]; then
+    ok "$name: $mixed of 20 records keep load-time fields beside updated ones"
+  else
+    echo "# $mixed records mixed, $same with one version" >"$tmp/err"
+    notok "$name: one-field updates"
+  fi
+}
+
+# rkv_get ADDR KEY: the raw value
+rkv_get() { "$O/bin/rkv" --servers "$1" --raw get "$2"; }
+
+# fields_rkv LABEL ADDR: the field checks on an rkv-server
+fields_rkv() {
+  local label=$1 a=$2 d lens
+  fields_run "one-field updates on rkv $label, then every record read back checked" \
+    --servers "$a"
+  fields_tags "one-field updates on rkv $label" rkv_get "$a"
+  [ "$label" = tcp ] || return 0
+  fields_run "writeallfields=true on rkv $label: zero errors" --servers "$a" \
+    -p writeallfields=true
+  read -r mixed same <<<"$(field_tags rkv_get "$a")"
+  if [ "$mixed" = 0 ] && [ "$same" = 20 ]; then
+    ok "writeallfields=true: every update rewrites all 10 fields"
+  else
+    echo "# $mixed records mixed, $same with one version" >"$tmp/err"
+    notok "writeallfields=true: every update rewrites all 10 fields"
+  fi
+  for d in uniform zipfian; do
+    fields_run "fieldlengthdistribution=$d on rkv $label: one-field updates, reads checked" \
+      --servers "$a" -p fieldlengthdistribution=$d
+    # lengths: the 20-byte header + 10 fields of 1..100 bytes
+    lens=$(for k in $(seq 0 19); do rkv_get "$a" "user$k" | wc -c; done |
+      sort -n | awk '{ s += $1; v[NR] = $1 }
+        END { printf "%d %d %d\n", v[1], v[NR], s / NR }')
+    read -r lo hi avg <<<"$lens"
+    if [ "$d" = uniform ]; then want="$avg -ge 350 ] && [ $avg -le 700"
+    else want="$avg -le 400"; fi
+    if [ "$lo" -ge 30 ] && [ "$hi" -le 1020 ] && [ "$lo" -lt "$hi" ] &&
+      eval "[ $want ]"; then
+      ok "fieldlengthdistribution=$d: record lengths $lo..$hi, mean $avg"
+    else
+      echo "# lengths $lo..$hi, mean $avg" >"$tmp/err"
+      notok "fieldlengthdistribution=$d: record lengths"
+    fi
+  done
+}
+
+# start_srv LISTEN NAME: an rkv-server (its PID in PIDS, output in
+# $tmp/NAME.out and .err); sets SADDR to its address, empty if it did not
+# start (run it in this shell, not in $(...), so its PID stays in PIDS)
+start_srv() {
+  local a
+  "$SRV" --listen "$1" --capacity 20000 --memory 64M >"$tmp/$2.out" \
+    2>"$tmp/$2.err" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    a=$(sed -n 's/^rkv-server: listening on //p' "$tmp/$2.out")
+    [ -n "$a" ] && break
+    sleep 0.1
+  done
+  SADDR=$a
+}
+
 # --------------------------------------------------- against rkv (tcp)
-"$SRV" --listen tcp://127.0.0.1:0 --capacity 20000 --memory 64M \
-  >"$tmp/srv.out" 2>"$tmp/srv.err" &
-PIDS+=($!)
-addr=
-for i in $(seq 1 100); do
-  addr=$(sed -n 's/^rkv-server: listening on //p' "$tmp/srv.out")
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
+start_srv tcp://127.0.0.1:0 srv
+addr=$SADDR
 R=(-p recordcount=500 -p operationcount=3000 -p dataintegrity=true
   --threads 2 --batch 4 --servers "$addr" --json "$tmp/r.json")
 if [ -z "$addr" ]; then
@@ -267,6 +402,17 @@ else
   else
     notok "--plot draws CDFs"
   fi
+  fields_rkv tcp "$addr"
+fi
+
+# --------------------------------------------------- against rkv (shm)
+start_srv "shm:///rkv-ycsb-selftest-$$" shm
+saddr=$SADDR
+if [ -z "$saddr" ]; then
+  cp "$tmp/shm.err" "$tmp/err"
+  notok "rkv-server (shm) starts"
+else
+  fields_rkv shm "$saddr"
 fi
 
 # ------------------------------------------------------ Redis, memcached
@@ -299,6 +445,16 @@ else
     --db redis
   grep -q 'records per scan' "$tmp/out" ||
     notok "workload E on Redis: no 'records per scan' line"
+  fields_run "one-field updates on Redis (SETRANGE), then every record read back checked" \
+    --db redis --servers "127.0.0.1:$PORT"
+  if command -v redis-cli >/dev/null; then
+    redis_get() { redis-cli -p "$PORT" --raw GET "$1"; }
+    fields_tags "one-field updates on Redis" redis_get
+  else
+    skip "one-field updates on Redis: fields kept" "redis-cli not installed"
+  fi
+  fields_run "fieldlengthdistribution=zipfian on Redis (splice script): reads checked" \
+    --db redis --servers "127.0.0.1:$PORT" -p fieldlengthdistribution=zipfian
 fi
 user=()
 [ "$(id -u)" = 0 ] && user=(-u root)
@@ -312,6 +468,18 @@ else
   peer_run "workload A on memcached: zero errors" '^  UPDATE +[0-9]+' \
     "$tmp/mc.log" -P $W/workloada -p recordcount=300 -p operationcount=1000 \
     -p dataintegrity=true --threads 2 --batch 4 --db memcached
+  fields_run "one-field updates on memcached (gets/cas), then every record read back checked" \
+    --db memcached --servers "127.0.0.1:$PORT"
+  # mc_get KEY: the value, by the text protocol
+  mc_get() {
+    exec 3<>"/dev/tcp/127.0.0.1/$PORT" || return 1
+    printf 'get %s\r\n' "$1" >&3
+    head -2 <&3 | tail -1 | tr -d '\r'
+    exec 3<&-
+  }
+  fields_tags "one-field updates on memcached" mc_get
+  fields_run "fieldlengthdistribution=uniform on memcached: reads checked" \
+    --db memcached --servers "127.0.0.1:$PORT" -p fieldlengthdistribution=uniform
 fi
 
 echo "1..$N"

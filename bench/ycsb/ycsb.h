@@ -53,6 +53,13 @@ enum ycsb_dist {
 	YCSB_DIST_SEQUENTIAL,
 };
 
+/* fieldlengthdistribution (YCSB's histogram needs a file: refused) */
+enum ycsb_flen {
+	YCSB_FLEN_CONSTANT = 0,
+	YCSB_FLEN_UNIFORM,
+	YCSB_FLEN_ZIPFIAN,
+};
+
 /* The workload: YCSB CoreWorkload properties plus a few client ones. */
 struct ycsb_props {
 	uint64_t recordcount;       /* records loaded (and the key space) */
@@ -66,7 +73,12 @@ struct ycsb_props {
 	double exp_percentile;      /* exponential.percentile */
 	double exp_frac;            /* exponential.frac */
 	unsigned fieldcount;        /* fields per record */
-	unsigned fieldlength;       /* bytes per field */
+	unsigned fieldlength;       /* bytes per field (the most, when the
+				     * length is not constant) */
+	unsigned minfieldlength;    /* the least (uniform, zipfian) */
+	enum ycsb_flen flendist;    /* fieldlengthdistribution */
+	int writeallfields;         /* an update writes every field */
+	int readallfields;          /* accepted; every read reads all */
 	int ordered;                /* insertorder=ordered */
 	unsigned zeropadding;       /* key number padding (ordered keys) */
 	unsigned minscanlength, maxscanlength;
@@ -149,7 +161,9 @@ int ycsb_acked_ack(struct ycsb_acked *a, uint64_t v);
 /* Shared, read-only after setup: what every thread's generator needs. */
 struct ycsb_wl {
 	const struct ycsb_props *p;
-	size_t record_len;          /* fieldcount * fieldlength */
+	size_t record_len;          /* the longest record: header +
+				     * fieldcount * fieldlength */
+	double zetan_flen;          /* zeta of the field length zipfian */
 	uint64_t insertcount;       /* load phase keys */
 	double zetan_latest;        /* zeta(recordcount - 1) for "latest" */
 	double zetan_scan;          /* zeta of the scan length zipfian */
@@ -171,6 +185,10 @@ struct ycsb_gen {
 	struct ycsb_rng rng;
 	struct ycsb_zipf keyzipf;   /* scrambled (zipfian) or latest's */
 	struct ycsb_zipf scanzipf;
+	struct ycsb_rng frng;       /* field choice and field lengths: a
+				     * stream of its own, so keys and op
+				     * types do not depend on them */
+	struct ycsb_zipf flenzipf;
 	uint64_t seq;               /* operations generated */
 	unsigned tid;
 };
@@ -181,23 +199,67 @@ void ycsb_gen_init(struct ycsb_gen *g, const struct ycsb_wl *wl,
 enum ycsb_op_type ycsb_gen_next_type(struct ycsb_gen *g);
 uint64_t ycsb_gen_next_keynum(struct ycsb_gen *g);
 unsigned ycsb_gen_scan_len(struct ycsb_gen *g);
+/* Start the field stream of a phase (load 1, run 0) afresh, so a run's
+ * field choices and lengths do not depend on whether this process
+ * loaded first. */
+void ycsb_gen_fields_seed(struct ycsb_gen *g, uint64_t seed, int load);
+/* CoreWorkload's fieldchooser (uniform over the fields) and
+ * fieldlengthgenerator (constant, uniform or zipfian in
+ * minfieldlength..fieldlength). */
+unsigned ycsb_gen_field(struct ycsb_gen *g);
+unsigned ycsb_gen_field_len(struct ycsb_gen *g);
 
 /* CoreWorkload.buildKeyName: "user" + (hashed ? fnvhash64(n) : n).
  * Returns the length written (buf holds at least 32 bytes). */
 size_t ycsb_key_name(const struct ycsb_props *p, uint64_t keynum, char *buf);
 
 /*
- * Record bytes: fieldcount fields of fieldlength bytes, derived from the
- * key, the field number and the version; when the record has 17 bytes or
- * more it starts with the version in 16 hex digits and ':' so a reader can
- * check any value it gets (dataintegrity).
+ * Records.  A record is fieldcount fields stored as one value.  With
+ * fieldlengthdistribution=constant the fields are fieldlength bytes each,
+ * field f at f * fieldlength, and nothing else (the record is
+ * fieldcount * fieldlength bytes); otherwise the record starts with a
+ * header of every field's length in ycsb_len_width() hex digits, then the
+ * fields, each of its own length.
+ *
+ * A field of L bytes holds its version: when L >= 2, the version's low
+ * min(L - 1, 16) hex digits and ':', then bytes derived from the key, the
+ * field number and that (possibly truncated) version; a 1-byte field is
+ * one derived byte.  Fields written at different times have different
+ * versions, so any record read can be checked byte for byte field by
+ * field (dataintegrity), whichever fields updates rewrote.
  */
-void ycsb_record_fill(const struct ycsb_props *p, const char *key,
-		      size_t key_len, uint64_t version, char *out);
-/* 0 when buf is a well-formed record for key; -EBADMSG otherwise. */
+/* hex digits per length in the header; 0 when constant (no header) */
+unsigned ycsb_len_width(const struct ycsb_props *p);
+size_t ycsb_hdr_len(const struct ycsb_props *p);
+/* Write field f of len bytes at version into out. */
+void ycsb_field_fill(const char *key, size_t key_len, unsigned f,
+		     uint64_t version, size_t len, char *out);
+/* Write a whole record (field i of lens[i] bytes; lens NULL: constant)
+ * into out; returns its length. */
+size_t ycsb_record_fill(const struct ycsb_props *p, const char *key,
+			size_t key_len, uint64_t version,
+			const unsigned *lens, char *out);
+/* Where field f of the record buf (len bytes) is, and how long.  0, or
+ * -EBADMSG when buf's length or header is not a record's. */
+int ycsb_record_field(const struct ycsb_props *p, const char *buf,
+		      size_t len, unsigned f, size_t *off, size_t *flen);
+/* 0 when buf has a record's shape: constant, fieldcount * fieldlength
+ * bytes; else a header of lengths within min..fieldlength adding up to
+ * len.  -EBADMSG otherwise.  Every read is checked so. */
+int ycsb_record_shape(const struct ycsb_props *p, const char *buf,
+		      size_t len);
+/* 0 when buf is a well-formed record for key, every field byte for
+ * byte; -EBADMSG otherwise.  scratch: ycsb_wl.record_len bytes. */
 int ycsb_record_check(const struct ycsb_props *p, const char *key,
 		      size_t key_len, const char *buf, size_t len,
 		      char *scratch);
+/* Replace field f of the record old (old_len bytes) by fld (flen bytes)
+ * into out (cap bytes), the other fields as they were.  Returns the new
+ * length, -EBADMSG when old is not a record, -EMSGSIZE when out is too
+ * small. */
+long ycsb_record_splice(const struct ycsb_props *p, const char *old,
+			size_t old_len, unsigned f, const char *fld,
+			size_t flen, char *out, size_t cap);
 
 /* -------------------------------------------------------------- drivers */
 
@@ -207,9 +269,13 @@ struct ycsb_op {
 	uint64_t keynum;
 	char key[32];
 	size_t key_len;
-	uint64_t version;           /* of the record written */
+	uint64_t version;           /* of the record or field written */
 	unsigned scan_len;
-	char *val;                  /* record to write (record_len bytes) */
+	int one_field;              /* update/rmw writes field `field` only
+				     * (writeallfields=false) */
+	unsigned field;
+	char *val;                  /* record to write, or the one field */
+	size_t val_len;
 	char *buf;                  /* read destination (buf_cap bytes) */
 	size_t buf_cap;
 	/* results, set by the driver */
@@ -221,6 +287,7 @@ struct ycsb_op {
 	uint64_t t_submit;          /* ns */
 	int busy;                   /* submitted, not yet returned */
 	/* driver private */
+	struct ycsb_drv *drv;       /* the driver that has it */
 	int stage;
 	unsigned pending;           /* replies still expected (redis) */
 	struct rkv_op rop;          /* rkv */
@@ -232,7 +299,8 @@ struct ycsb_drv_cfg {
 	const char *servers;        /* rkv addresses, or host:port */
 	const char *provider;       /* rkv: tcp|shm|verbs|auto, or NULL */
 	unsigned batch;             /* operations in flight */
-	size_t record_len;
+	size_t record_len;          /* the longest record */
+	const struct ycsb_props *p; /* record layout (splice, shape) */
 	int scan_index;             /* keep the redis scan index */
 	unsigned tid;
 };
