@@ -11,6 +11,9 @@
 #   make fuzz         fuzz every decoder for FUZZ_SECONDS (default 600)
 #   make torture      the linearizability torture (tests/torture.sh) for
 #                     RKV_TORTURE_MINUTES (default 5) per provider (tcp shm)
+#   make explore-long the interleaving explorers with a run budget of
+#                     EXPLORE_RUNS (default 10^6) per scenario: the sampled
+#                     ones run that many random interleavings (~1 h each)
 #   make check-gpu    build and run every GPU test and the GPU benchmark
 #                     (tools/check-gpu.sh; skips with a reason without a GPU)
 #   make check-deps   every #include follows the dependency graph (DEPS_*
@@ -249,7 +252,7 @@ ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(CLIENT_SO_LINK) $(CLIENT_DIST_LIB) $(CLI_BIN) $(GPU_TEST_BINS) \
 	$(PY_EXT)
 
-.PHONY: all deps test check-deps check-rdma check-gpu bench run fuzz torture \
+.PHONY: all deps test check-deps check-rdma check-gpu bench run fuzz torture explore-long \
 	clean install uninstall
 all: $(ALL_TARGETS)
 
@@ -468,6 +471,11 @@ fuzz: deps
 torture: deps
 	$(build_first)
 	@bash tests/torture.sh --build-dir $(O) $(TORTURE_PROVIDERS)
+
+explore-long: deps
+	$(build_first)
+	RKV_EXPLORE_RUNS=$(or $(EXPLORE_RUNS),1000000) $(O)/tests/test_explore
+	RKV_EXPLORE_RUNS=$(or $(EXPLORE_RUNS),1000000) $(O)/tests/test_explore_repl
 
 run: deps
 	$(build_first)

@@ -144,6 +144,13 @@ void rkv_map_place(struct rkv_map *m)
 
 	if (!m->n)
 		return;
+	if (m->n == 1) {
+		/* one server holds every partition (a client of one server
+		 * places its map on every connect: no scores to compute) */
+		memset(m->rep, 0, sizeof(m->rep));
+		memset(m->owner, 0, sizeof(m->owner));
+		return;
+	}
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
 		/* the r best, kept sorted: insertion into a short list */
 		unsigned top[RKV_MAP_REPLICAS_MAX] = { 0 }, k = 0;

@@ -9,12 +9,13 @@
  * so it keeps working while client/ops.c changes.
  *
  * A world: one server (2 buckets, 64 KiB of data, lease 100 ms, grace
- * 1000 ms of fake time), a setup client that lays the index out and
- * leaves, and the scenario's clients (one op in flight each).  A step is
- * one queued chain executed at the server's memory (or its next WR with
- * split), then "settle": the server's control plane and every client are
- * polled until the fake provider reports no activity; op completions are
- * recorded and the client's next op is submitted there.
+ * 1000 ms of fake time), or 2-3 such servers and a cluster file naming
+ * them with a replication factor; a setup client that lays each index out
+ * and leaves, and the scenario's clients (one op in flight each).  A step
+ * is one queued chain executed at its server's memory (or its next WR
+ * with split), then "settle": the servers' control planes and every
+ * client are polled until the fake provider reports no activity; op
+ * completions are recorded and the client's next op is submitted there.
  */
 #include "explore.h"
 
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake.h"
 #include "test.h"
@@ -47,7 +49,7 @@ extern int x_space_unit_state(const struct rkv_space *sp, uint64_t offset)
 #define X_GRACE_MS 1000u
 #define X_MAX_KEYS 8
 #define X_MAX_HIST (X_MAX_CL * X_MAX_OPS + X_MAX_KEYS)
-#define X_MAX_EN 12
+#define X_MAX_EN 16
 #define X_MAX_DEPTH 200
 #define X_MAX_FP 24
 #define X_MAX_RET 256
@@ -73,13 +75,14 @@ struct x_client {
 	unsigned next;           /* next script op to submit */
 	int busy;                /* an op is in flight */
 	unsigned hist;           /* its history entry */
-	unsigned nsteps;         /* chains (WRs with split) it executed */
+	unsigned nsteps[X_MAX_SRV]; /* chains (WRs with split) it executed,
+				 * per server */
 	struct rkv_op op;
 	char buf[X_VAL_MAX];
 };
 
 struct x_rng {
-	uint8_t region;          /* 0 index, 1 data, 2 other */
+	uint8_t region;          /* server * 3 + (0 index, 1 data, 2 other) */
 	uint8_t write;
 	uint32_t off, len;
 };
@@ -89,7 +92,8 @@ enum x_trk { XT_STEP = 1, XT_KILL, XT_ADV };
 struct x_tr {
 	uint8_t kind;            /* enum x_trk */
 	uint8_t cl;
-	uint16_t seq;            /* XT_STEP: the client's step number */
+	uint8_t sv;              /* XT_STEP: the server of the round */
+	uint16_t seq;            /* XT_STEP: the client's step number there */
 	uint8_t global;          /* commutes with nothing */
 	uint8_t hist;            /* an op finished (and the next began) */
 	uint8_t nfp;
@@ -107,19 +111,25 @@ struct x_node {
 
 struct x_world {
 	const struct x_scenario *sc;
-	struct rkv_srv *srv;
+	unsigned nsrv;
+	struct rkv_srv *srv[X_MAX_SRV];
+	char srvtag[X_MAX_SRV];  /* the servers' context tags */
+	char map[64];            /* the cluster file (nsrv > 1) */
 	struct x_client cl[X_MAX_CL + 1]; /* [X_MAX_CL]: the setup client */
 	const char *keys[X_MAX_KEYS];
 	unsigned nkeys;
+	unsigned nrep;           /* replicas of every key */
+	uint8_t rep[X_MAX_KEYS][X_MAX_SRV]; /* their servers, primary first */
 	struct x_hist hist[X_MAX_HIST];
 	unsigned nhist;
 	uint64_t clock;          /* logical time of history events */
+	int warming;             /* world_build's warm puts: no script yet */
 	unsigned kills, advances;
 	int in_pump;
 	/* effects of the step being executed */
 	int ctrl_seen, resp_seen;
 	/* extents returned by clients and not granted again */
-	struct { uint64_t off, len; } ret[X_MAX_RET];
+	struct { uint64_t off, len; unsigned sv; } ret[X_MAX_RET];
 	unsigned nret;
 	int ret_overflow;
 	/* the run's verdict */
@@ -177,24 +187,42 @@ static char cl_name(unsigned i)
 	return i == X_MAX_CL ? 'S' : (char)('A' + i);
 }
 
-/* The control plane of the server, until it has nothing more to do. */
+/* The control planes of the servers, until they have nothing more to do. */
 static void pump(struct x_world *w)
 {
 	uint64_t now = g_x_now_ns / 1000000u;
 	int n;
 
-	if (w->in_pump || !w->srv)
+	if (w->in_pump)
 		return;
 	w->in_pump = 1;
 	do {
-		n = rkv_srv_ctrl_accept(w->srv, now);
-		int m = rkv_srv_ctrl_poll(w->srv, now);
+		n = 0;
+		for (unsigned i = 0; i < w->nsrv; i++) {
+			if (!w->srv[i])
+				continue;
+			n += rkv_srv_ctrl_accept(w->srv[i], now);
+			int m = rkv_srv_ctrl_poll(w->srv[i], now);
 
-		n += m > 0 ? m : 0;
+			n += m > 0 ? m : 0;
+		}
 	} while (n > 0);
-	rkv_srv_ctrl_tick(w->srv, now);
-	rkv_space_tick(w->srv->space, now);
+	for (unsigned i = 0; i < w->nsrv; i++) {
+		if (!w->srv[i])
+			continue;
+		rkv_srv_ctrl_tick(w->srv[i], now);
+		rkv_space_tick(w->srv[i]->space, now);
+	}
 	w->in_pump = 0;
+}
+
+/* The server a context tag belongs to, or -1 (a client). */
+static int srv_of_tag(const struct x_world *w, const void *tag)
+{
+	for (unsigned i = 0; i < X_MAX_SRV; i++)
+		if (tag == &w->srvtag[i])
+			return (int)i;
+	return -1;
 }
 
 static void idle_hook(void *arg)
@@ -210,11 +238,12 @@ static void msg_hook(void *from, void *to, const void *buf, size_t len,
 	struct x_world *w = arg;
 	struct rkv_msg *m = &g_x_msg;
 
-	(void)to;
+	int fs = srv_of_tag(w, from), ts = srv_of_tag(w, to);
+
 	w->ctrl_seen = 1;
 	if (rkv_msg_decode(buf, len, m))
 		return;
-	if (from && m->hdr.type == RKV_MSG_BLOCK_RETURN) {
+	if (fs < 0 && ts >= 0 && m->hdr.type == RKV_MSG_BLOCK_RETURN) {
 		for (unsigned i = 0; i < m->u.block_return.count; i++) {
 			if (w->nret == X_MAX_RET) {
 				w->ret_overflow = 1;
@@ -222,15 +251,17 @@ static void msg_hook(void *from, void *to, const void *buf, size_t len,
 			}
 			w->ret[w->nret].off = m->u.block_return.ext[i].offset;
 			w->ret[w->nret].len = m->u.block_return.ext[i].len;
+			w->ret[w->nret].sv = (unsigned)ts;
 			w->nret++;
 		}
-	} else if (!from && m->hdr.type == RKV_MSG_CHUNK_GRANT &&
+	} else if (fs >= 0 && m->hdr.type == RKV_MSG_CHUNK_GRANT &&
 		   m->u.chunk_grant.status == 0) {
 		uint64_t lo = m->u.chunk_grant.offset,
 			 hi = lo + m->u.chunk_grant.len;
 
 		for (unsigned i = 0; i < w->nret;) {
-			if (w->ret[i].off < hi && lo < w->ret[i].off + w->ret[i].len)
+			if (w->ret[i].sv == (unsigned)fs && w->ret[i].off < hi &&
+			    lo < w->ret[i].off + w->ret[i].len)
 				w->ret[i] = w->ret[--w->nret];
 			else
 				i++;
@@ -258,33 +289,57 @@ int x_slot_visible(uint64_t slot)
 	return 1;
 }
 
-static uint64_t slot_word(const struct x_world *w, unsigned i)
+static uint64_t slot_word(const struct x_world *w, unsigned sv, unsigned i)
 {
 	uint64_t v;
 
-	memcpy(&v, (const char *)w->srv->index_mem + i * 8u, 8);
+	memcpy(&v, (const char *)w->srv[sv]->index_mem + i * 8u, 8);
 	return v;
 }
 
-/* The block a slot names, if it verifies: key and value. */
-static int x_slot_block(const struct x_world *w, uint64_t slot,
-			const char **key, size_t *kl, const char **val,
-			uint32_t *vl)
+/* A slot of an index and its block: what the loops below look at. */
+struct x_slot {
+	uint64_t word;
+	int valid;               /* the block verifies: the rest is set */
+	const char *key, *val;
+	size_t kl;
+	uint32_t vl;
+	uint64_t seq;            /* the header's version */
+	int tomb;                /* a tombstone (RKV_BLOCK_F_DELETED) */
+};
+
+/* The block a slot word of server sv names, if it verifies. */
+static int x_slot_block(const struct x_world *w, unsigned sv, uint64_t slot,
+			struct x_slot *sl)
 {
 	const struct rkv_block_hdr *h;
 	const void *v;
 	uint64_t off = rkv_slot_offset(slot);
 	uint32_t sz = rkv_slot_size(slot);
 
-	if (!sz || off + sz > w->srv->data_len)
+	if (!sz || off + sz > w->srv[sv]->data_len)
 		return 0;
-	const char *blk = (const char *)w->srv->data_mem + off;
+	const char *blk = (const char *)w->srv[sv]->data_mem + off;
 
-	if (rkv_block_decode(blk, sz, NULL, 0, &v, vl, &h))
+	if (rkv_block_decode(blk, sz, NULL, 0, &v, &sl->vl, &h))
 		return 0;
-	*key = blk + RKV_BLOCK_HDR_SIZE;
-	*kl = h->key_len;
-	*val = v;
+	sl->key = blk + RKV_BLOCK_HDR_SIZE;
+	sl->kl = h->key_len;
+	sl->val = v;
+	sl->seq = h->version;
+	sl->tomb = (h->flags & RKV_BLOCK_F_DELETED) != 0;
+	return 1;
+}
+
+/* Slot i of server sv; returns 0 when it is empty. */
+static int slot_get(const struct x_world *w, unsigned sv, unsigned i,
+		    struct x_slot *sl)
+{
+	memset(sl, 0, sizeof(*sl));
+	sl->word = slot_word(w, sv, i);
+	if (rkv_slot_empty(sl->word))
+		return 0;
+	sl->valid = x_slot_block(w, sv, sl->word, sl);
 	return 1;
 }
 
@@ -300,26 +355,48 @@ static unsigned scan_slot(const char *key, unsigned p)
 	       p % RKV_SLOTS_PER_BUCKET;
 }
 
-/* A reader's cold view of key: the first visible copy in scan order. */
-static int cold_read(const struct x_world *w, const char *key, char *out)
+/*
+ * The copy of key on server sv: the first visible one in scan order (what
+ * a reader of that server takes), or with highest set the one with the
+ * highest sequence (a backup's, which installs compare with).  Returns 0
+ * when there is none.
+ */
+static int copy_of(const struct x_world *w, unsigned sv, const char *key,
+		   int highest, struct x_slot *out, unsigned *pos)
 {
-	for (unsigned p = 0; p < 2 * RKV_SLOTS_PER_BUCKET; p++) {
-		uint64_t s = slot_word(w, scan_slot(key, p));
-		const char *k, *v;
-		size_t kl;
-		uint32_t vl;
+	int found = 0;
 
-		if (!x_slot_visible(s) || !x_slot_block(w, s, &k, &kl, &v, &vl))
+	for (unsigned p = 0; p < 2 * RKV_SLOTS_PER_BUCKET; p++) {
+		struct x_slot sl;
+		unsigned i = scan_slot(key, p);
+
+		if (!slot_get(w, sv, i, &sl) || !x_slot_visible(sl.word) ||
+		    !sl.valid)
 			continue;
-		if (kl != strlen(key) || memcmp(k, key, kl))
+		if (sl.kl != strlen(key) || memcmp(sl.key, key, sl.kl))
 			continue;
-		if (vl >= X_VAL_MAX)
-			vl = X_VAL_MAX - 1;
-		memcpy(out, v, vl);
-		out[vl] = 0;
-		return 0;
+		if (found && (!highest || sl.seq <= out->seq))
+			continue;
+		*out = sl;
+		if (pos)
+			*pos = i;
+		found = 1;
 	}
-	return -ENOENT;
+	return found;
+}
+
+/* A reader's cold view of key at its primary; a tombstone is absent. */
+static int cold_read(const struct x_world *w, int k, char *out)
+{
+	struct x_slot sl;
+	uint32_t vl;
+
+	if (!copy_of(w, w->rep[k][0], w->keys[k], 0, &sl, NULL) || sl.tomb)
+		return -ENOENT;
+	vl = sl.vl < X_VAL_MAX ? sl.vl : X_VAL_MAX - 1;
+	memcpy(out, sl.val, vl);
+	out[vl] = 0;
+	return 0;
 }
 
 /* Whether an op that may insert key k is in flight. */
@@ -338,48 +415,97 @@ static int inserting(const struct x_world *w, int k)
 	return 0;
 }
 
-/* A slot of the index and its block: what the loops below look at. */
-struct x_slot {
-	uint64_t word;
-	int valid;               /* the block verifies: key, val are set */
-	const char *key, *val;
-	size_t kl;
-	uint32_t vl;
-};
-
-/* Slot i; returns 0 when it is empty. */
-static int slot_get(const struct x_world *w, unsigned i, struct x_slot *sl)
-{
-	sl->word = slot_word(w, i);
-	if (rkv_slot_empty(sl->word))
-		return 0;
-	sl->valid = x_slot_block(w, sl->word, &sl->key, &sl->kl, &sl->val,
-				 &sl->vl);
-	return 1;
-}
-
 static void dump_slots(const struct x_world *w, char *out, size_t cap)
 {
 	size_t n = 0;
 	struct x_slot sl;
 
-	for (unsigned i = 0; i < X_NSLOTS && n + 80 < cap; i++) {
-		const char *k, *v;
-		size_t kl;
-		uint32_t vl;
-		uint64_t s;
-
-		if (!slot_get(w, i, &sl))
-			continue;
-		s = sl.word, k = sl.key, v = sl.val, kl = sl.kl, vl = sl.vl;
-		if (sl.valid)
+	for (unsigned sv = 0; sv < w->nsrv; sv++) {
+		if (w->nsrv > 1 && n + 8 < cap)
+			n += (size_t)snprintf(out + n, cap - n, "%s s%u:",
+					      sv ? ";" : "", sv);
+		for (unsigned i = 0; i < X_NSLOTS && n + 96 < cap; i++) {
+			if (!slot_get(w, sv, i, &sl))
+				continue;
+			if (!sl.valid) {
+				n += (size_t)snprintf(out + n, cap - n, " [%u]?", i);
+				continue;
+			}
+			if (sl.vl == 6 && memcmp(sl.val, "filler", 6) == 0 &&
+			    w->nsrv > 1)
+				continue; /* only the scenario's keys */
 			n += (size_t)snprintf(out + n, cap - n,
-					      " [%u]%.*s=%.*s%s%s", i, (int)kl,
-					      k, (int)(vl > 16 ? 16 : vl), v,
-					      rkv_slot_locked(s) ? "(L)" : "",
-					      x_slot_visible(s) ? "" : "(T)");
+					      " [%u]%.*s=%.*s%s%s%s", i,
+					      (int)sl.kl, sl.key,
+					      (int)(sl.vl > 16 ? 16 : sl.vl),
+					      sl.val, sl.tomb ? "(D)" : "",
+					      rkv_slot_locked(sl.word) ? "(L)" : "",
+					      x_slot_visible(sl.word) ? "" : "(T)");
+			if (w->nrep > 1 && n + 24 < cap)
+				n += (size_t)snprintf(out + n, cap - n,
+						      "#%" PRIu64, sl.seq);
+		}
+	}
+}
+
+/* The sequence of a primary's word: its block's, or the lock's (the least
+ * number above the block's whose low 8 bits are the word's version:
+ * docs/DESIGN.md §9.7). */
+static uint64_t word_seq(uint64_t word, uint64_t h)
+{
+	unsigned d;
+
+	if (!rkv_slot_locked(word))
+		return h;
+	d = (rkv_slot_version(word) - (unsigned)(h & 0xffu)) & 0xffu;
+	return h + (d ? d : 0x100u);
+}
+
+/* Invariant 3: the replicas of key k agree (explore.h). */
+static void check_replicas(struct x_world *w, const char *when, int k)
+{
+	const char *key = w->keys[k];
+	struct x_slot p, b;
+	int hp = copy_of(w, w->rep[k][0], key, 0, &p, NULL);
+
+	for (unsigned r = 1; r < w->nrep; r++) {
+		unsigned sv = w->rep[k][r];
+		int hb = copy_of(w, sv, key, 1, &b, NULL);
+		uint64_t bs = hb ? b.seq : 0;
+
+		if (!hp) {
+			if (hb)
+				x_violation(w, "%s: key %s is absent from its "
+					    "primary s%u but on backup s%u "
+					    "(sequence %" PRIu64 ")", when, key,
+					    w->rep[k][0], sv, bs);
+			continue;
+		}
+		if (bs > word_seq(p.word, p.seq))
+			x_violation(w, "%s: I2: key %s: backup s%u holds sequence "
+				    "%" PRIu64 ", above its primary s%u's %" PRIu64
+				    "%s", when, key, sv, bs, w->rep[k][0],
+				    word_seq(p.word, p.seq),
+				    rkv_slot_locked(p.word) ? " (locked)" : "");
+		if (bs > p.seq)
+			continue; /* a write in flight */
+		int same;
+
+		if (!hb)
+			same = p.seq == 0 && p.tomb;
 		else
-			n += (size_t)snprintf(out + n, cap - n, " [%u]?", i);
+			same = bs == p.seq && b.tomb == p.tomb &&
+			       (p.tomb || (b.vl == p.vl &&
+					   memcmp(b.val, p.val, p.vl) == 0));
+		if (!same)
+			x_violation(w, "%s: I1: key %s: its primary s%u names "
+				    "%s (sequence %" PRIu64 ") but backup s%u "
+				    "holds %s%.*s (sequence %" PRIu64 ")", when,
+				    key, w->rep[k][0],
+				    p.tomb ? "a tombstone" : "a value", p.seq,
+				    sv, !hb ? "nothing" : b.tomb ? "a tombstone" : "",
+				    hb && !b.tomb ? (int)(b.vl > 16 ? 16 : b.vl) : 0,
+				    hb ? b.val : "", bs);
 	}
 }
 
@@ -392,49 +518,58 @@ static void check_state(struct x_world *w, const char *when, int at_rest)
 
 	struct x_slot sl;
 
-	for (unsigned i = 0; i < X_NSLOTS; i++) {
-		if (!slot_get(w, i, &sl))
-			continue;
-		uint64_t s = sl.word;
-		/* 2: the extent is neither returned nor free nor in grace */
-		uint64_t off = rkv_slot_offset(s), sz = rkv_slot_size(s);
+	for (unsigned sv = 0; sv < w->nsrv; sv++) {
+		for (unsigned i = 0; i < X_NSLOTS; i++) {
+			if (!slot_get(w, sv, i, &sl))
+				continue;
+			uint64_t s = sl.word;
+			/* 2: the extent is neither returned nor free nor in
+			 * grace */
+			uint64_t off = rkv_slot_offset(s), sz = rkv_slot_size(s);
+			const struct rkv_srv *srv = w->srv[sv];
 
-		for (unsigned r = 0; r < w->nret; r++)
-			if (w->ret[r].off < off + sz && off < w->ret[r].off + w->ret[r].len)
-				x_violation(w, "%s: slot %u names [%" PRIu64
-					    ", +%" PRIu64 ") that was "
-					    "returned to the server", when, i,
-					    off, sz);
-		if (x_space_unit_state && off + sz <= w->srv->data_len) {
-			for (uint64_t u = off; u < off + sz; u += RKV_BLOCK_ALIGN) {
-				int st = x_space_unit_state(w->srv->space, u);
+			for (unsigned r = 0; r < w->nret; r++)
+				if (w->ret[r].sv == sv && w->ret[r].off < off + sz &&
+				    off < w->ret[r].off + w->ret[r].len)
+					x_violation(w, "%s: s%u slot %u names [%"
+						    PRIu64 ", +%" PRIu64 ") that "
+						    "was returned to the server",
+						    when, sv, i, off, sz);
+			if (x_space_unit_state && off + sz <= srv->data_len) {
+				for (uint64_t u = off; u < off + sz;
+				     u += RKV_BLOCK_ALIGN) {
+					int st = x_space_unit_state(srv->space, u);
 
-				if (st != 1) {
-					x_violation(w, "%s: slot %u names unit %"
-						    PRIu64 " that the server "
-						    "holds %s", when, i, u,
-						    st == 0 ? "free" : "in grace");
-					break;
+					if (st != 1) {
+						x_violation(w, "%s: s%u slot %u "
+							    "names unit %" PRIu64
+							    " that the server "
+							    "holds %s", when, sv,
+							    i, u, st == 0 ? "free"
+							    : "in grace");
+						break;
+					}
 				}
 			}
-		}
-		/* 1: visible copies per key */
-		if (!x_slot_visible(s) || !sl.valid)
-			continue;
-		const char *v = sl.val;
-		uint32_t vl = sl.vl;
-		int id = key_id(w, sl.key, sl.kl);
+			/* 1: visible copies per key, on its primary */
+			if (!x_slot_visible(s) || !sl.valid)
+				continue;
+			int id = key_id(w, sl.key, sl.kl);
 
-		if (id < 0)
-			continue;
-		if (cnt[id] < 4)
-			pos[id][cnt[id]] = i;
-		if (cnt[id] < 2)
-			snprintf(vals[id][cnt[id]], X_VAL_MAX, "%.*s",
-				 (int)(vl > 40 ? 40 : vl), v);
-		cnt[id]++;
+			if (id < 0 || w->rep[id][0] != sv)
+				continue;
+			if (cnt[id] < 4)
+				pos[id][cnt[id]] = i;
+			if (cnt[id] < 2)
+				snprintf(vals[id][cnt[id]], X_VAL_MAX, "%.*s%s",
+					 (int)(sl.vl > 40 ? 40 : sl.vl), sl.val,
+					 sl.tomb ? "(deleted)" : "");
+			cnt[id]++;
+		}
 	}
 	for (unsigned id = 0; id < w->nkeys; id++) {
+		if (w->nrep > 1)
+			check_replicas(w, when, (int)id);
 		if (cnt[id] < 2)
 			continue;
 		if (w->sc->no_copy_check ||
@@ -520,7 +655,8 @@ static void submit_next(struct x_world *w, unsigned ci)
 	struct x_client *c = &w->cl[ci];
 	const struct x_op *o = &w->sc->ops[ci][c->next];
 
-	if (c->dead || c->busy || c->next >= X_MAX_OPS || o->kind == X_END)
+	if (c->dead || c->busy || c->next >= X_MAX_OPS || o->kind == X_END ||
+	    w->warming)
 		return;
 	c->next++;
 	if (x_submit(w, ci, o->kind, o->key, o->val))
@@ -575,15 +711,54 @@ static void settle(struct x_world *w)
 	x_violation(w, "the system never became quiet (livelock?)");
 }
 
-/* The oldest queued chain of client ci (tag &cl[ci]). */
-static int chain_of(const struct x_world *w, unsigned ci,
+/* The server whose memory address a falls in, or -1; *region: 0 index,
+ * 1 data. */
+static int srv_of_addr(const struct x_world *w, uint64_t a, unsigned *region,
+		       uint64_t *off)
+{
+	for (unsigned i = 0; i < w->nsrv; i++) {
+		const struct rkv_srv *v = w->srv[i];
+		uint64_t ib = (uint64_t)(uintptr_t)v->index_mem,
+			 db = (uint64_t)(uintptr_t)v->data_mem;
+
+		if (a >= ib && a - ib < v->index_len) {
+			*region = 0;
+			*off = a - ib;
+			return (int)i;
+		}
+		if (a >= db && a - db < v->data_len) {
+			*region = 1;
+			*off = a - db;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* The server a chain targets (one endpoint, one server); 0 when none
+ * matches (a stray address: the chain then fails at the target). */
+static unsigned chain_srv(const struct x_world *w,
+			  const struct rkv_fake_chain *ch)
+{
+	unsigned region;
+	uint64_t off;
+	int sv = ch->nwr ? srv_of_addr(w, ch->wr[0].remote_addr, &region, &off)
+			 : -1;
+
+	return sv < 0 ? 0 : (unsigned)sv;
+}
+
+/* The oldest queued chain of client ci (tag &cl[ci]) to server sv (any
+ * server: -1). */
+static int chain_of(const struct x_world *w, unsigned ci, int sv,
 		    struct rkv_fake_chain *out)
 {
 	struct rkv_fake_chain ch[64];
 	size_t n = rkv_fake_pending(ch, 64);
 
 	for (size_t i = 0; i < n && i < 64; i++) {
-		if (ch[i].tag == &w->cl[ci]) {
+		if (ch[i].tag == &w->cl[ci] &&
+		    (sv < 0 || chain_srv(w, &ch[i]) == (unsigned)sv)) {
 			*out = ch[i];
 			return 1;
 		}
@@ -602,20 +777,29 @@ static int run_sync(struct x_world *w, unsigned ci, enum x_kind kind,
 		return rc;
 	for (unsigned i = 0; i < 1000 && w->cl[ci].busy; i++) {
 		settle(w);
-		if (chain_of(w, ci, &ch))
+		if (chain_of(w, ci, -1, &ch))
 			rkv_fake_step(ch.id, 0);
 	}
 	return w->cl[ci].busy ? -ETIMEDOUT : w->cl[ci].op.status;
 }
 
-static int client_new(struct x_world *w, unsigned ci)
+/* A client: of server sv alone (sv >= 0), else of the world (the single
+ * server, or the cluster file). */
+static int client_new(struct x_world *w, unsigned ci, int sv)
 {
 	struct rkv_client_opts o;
-	char name[16];
+	char name[16], addr[48];
 	int rc;
 
 	rkv_client_opts_init(&o);
-	o.servers = "fake:///explore";
+	if (w->nsrv == 1) {
+		o.servers = "fake:///explore";
+	} else if (sv >= 0) {
+		snprintf(addr, sizeof(addr), "s%d=fake:///explore-%d", sv, sv);
+		o.servers = addr;
+	} else {
+		o.cluster_file = w->map;
+	}
 	o.secret_file = NULL;
 	snprintf(name, sizeof(name), "x-%c", cl_name(ci));
 	o.name = name;
@@ -639,8 +823,13 @@ static void world_free(struct x_world *w)
 		rkv_client_destroy(w->cl[i].c);
 		w->cl[i].c = NULL;
 	}
-	rkv_srv_destroy(w->srv);
-	w->srv = NULL;
+	for (unsigned i = 0; i < X_MAX_SRV; i++) {
+		rkv_srv_destroy(w->srv[i]);
+		w->srv[i] = NULL;
+	}
+	if (w->map[0])
+		unlink(w->map);
+	w->map[0] = 0;
 	rkv_fake_set_idle_hook(NULL, NULL);
 	rkv_fake_set_msg_hook(NULL, NULL);
 	g_x_auto_tick = 0;
@@ -683,46 +872,41 @@ static void add_key(struct x_world *w, const char *k)
 		w->keys[w->nkeys++] = k;
 }
 
-static int world_build(struct x_world *w, const struct x_scenario *sc)
+/* Server sv: created, its index filled with filler keys but for the
+ * scenario's empty positions (by the setup client, a client of sv alone). */
+static int srv_build(struct x_world *w, unsigned sv)
 {
 	static char fill[X_NSLOTS][16];
+	const struct x_scenario *sc = w->sc;
 	struct rkv_srv_config cfg;
-	char err[256];
+	char err[256], addr[32], name[8];
 	unsigned seq = 0;
 	int rc;
 
-	int verbose = w->verbose;
-
-	memset(w, 0, sizeof(*w));
-	w->verbose = verbose;
-	w->sc = sc;
-	for (unsigned i = 0; i < sc->nclients; i++)
-		for (unsigned j = 0; j < X_MAX_OPS && sc->ops[i][j].kind; j++)
-			add_key(w, sc->ops[i][j].key);
-	for (unsigned i = 0; i < 2; i++)
-		add_key(w, sc->pre[i].key);
-	g_x_now_ns = 1000000000000ull; /* 1000 s: no special zero */
-	rkv_time_set_source(x_now);
+	snprintf(addr, sizeof(addr), w->nsrv == 1 ? "fake:///explore" :
+		 "fake:///explore-%u", sv);
+	snprintf(name, sizeof(name), "s%u", sv);
 	rkv_srv_config_init(&cfg);
-	if (srv_set(&cfg, "listen", "fake:///explore") ||
-	    srv_set(&cfg, "memory", "64K") || srv_set(&cfg, "buckets", "2") ||
-	    srv_set(&cfg, "lease", "100") || srv_set(&cfg, "grace", "1000") ||
-	    srv_set(&cfg, "chunk", "4K") || srv_set(&cfg, "max-clients", "8"))
+	if (srv_set(&cfg, "listen", addr) || srv_set(&cfg, "memory", "64K") ||
+	    srv_set(&cfg, "buckets", "2") || srv_set(&cfg, "lease", "100") ||
+	    srv_set(&cfg, "grace", "1000") || srv_set(&cfg, "chunk", "4K") ||
+	    srv_set(&cfg, "max-clients", "8") ||
+	    (w->nsrv > 1 && srv_set(&cfg, "name", name)))
 		return -EINVAL;
 	rc = rkv_srv_config_finish(&cfg, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "explore: server config: %s\n", err);
 		return rc;
 	}
-	rkv_fake_set_idle_hook(idle_hook, w);
-	rkv_fake_set_msg_hook(msg_hook, w);
-	rc = rkv_srv_create(&cfg, &w->srv);
+	rkv_fake_set_next_tag(&w->srvtag[sv]);
+	rc = rkv_srv_create(&cfg, &w->srv[sv]);
+	rkv_fake_set_next_tag(NULL);
 	if (rc)
 		return rc;
-	if (w->srv->cfg.nbuckets != X_NBUCKETS)
+	if (w->srv[sv]->cfg.nbuckets != X_NBUCKETS)
 		return -EINVAL;
 	/* the layout: fill every slot, then empty the chosen positions */
-	rc = client_new(w, X_MAX_CL);
+	rc = client_new(w, X_MAX_CL, (int)sv);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < X_NSLOTS; i++) {
@@ -732,26 +916,125 @@ static int world_build(struct x_world *w, const struct x_scenario *sc)
 			return rc;
 	}
 	for (unsigned p = 0; p < X_NSLOTS; p++) {
-		const char *k, *v;
-		size_t kl;
-		uint32_t vl;
+		struct x_slot sl;
 		char key[32];
 
 		if (!(sc->empty & (1u << p)))
 			continue;
-		uint64_t s = slot_word(w, scan_slot(sc->layout_key, p));
+		uint64_t s = slot_word(w, sv, scan_slot(sc->layout_key, p));
 
-		if (!x_slot_block(w, s, &k, &kl, &v, &vl) || kl >= sizeof(key))
+		if (!x_slot_block(w, sv, s, &sl) || sl.kl >= sizeof(key))
 			return -EPROTO;
-		memcpy(key, k, kl);
-		key[kl] = 0;
+		memcpy(key, sl.key, sl.kl);
+		key[sl.kl] = 0;
 		rc = run_sync(w, X_MAX_CL, X_DEL, key, NULL);
 		if (rc)
 			return rc;
 	}
+	rkv_client_destroy(w->cl[X_MAX_CL].c);
+	w->cl[X_MAX_CL].c = NULL;
+	settle(w);
+	return 0;
+}
+
+/* The cluster file: "replicas R", then every server by name. */
+static int map_write(struct x_world *w)
+{
+	FILE *f;
+	int fd;
+
+	snprintf(w->map, sizeof(w->map), "/tmp/rkv-explore-%d-XXXXXX",
+		 (int)getpid());
+	fd = mkstemp(w->map);
+	if (fd < 0) {
+		w->map[0] = 0;
+		return -errno;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return -EIO;
+	}
+	fprintf(f, "replicas %u\n", w->nrep);
+	for (unsigned i = 0; i < w->nsrv; i++)
+		fprintf(f, "s%u fake:///explore-%u\n", i, i);
+	return fclose(f) ? -EIO : 0;
+}
+
+/* Which servers hold each key (the setup client's map). */
+static int map_keys(struct x_world *w)
+{
+	struct rkv_client *c = w->cl[X_MAX_CL].c;
+
+	for (unsigned k = 0; k < w->nkeys; k++) {
+		unsigned rep[X_MAX_SRV];
+		unsigned n = rkv_client_replicas(c, w->keys[k],
+						 strlen(w->keys[k]), rep,
+						 X_MAX_SRV);
+
+		if (n != w->nrep)
+			return -EPROTO;
+		for (unsigned r = 0; r < n; r++) {
+			const char *nm = rkv_client_server_name(c, rep[r]);
+
+			if (!nm || nm[0] != 's' || (unsigned)(nm[1] - '0') >= w->nsrv)
+				return -EPROTO;
+			w->rep[k][r] = (uint8_t)(nm[1] - '0');
+		}
+	}
+	return 0;
+}
+
+static int world_build(struct x_world *w, const struct x_scenario *sc)
+{
+	int rc;
+	int verbose = w->verbose;
+
+	memset(w, 0, sizeof(*w));
+	w->verbose = verbose;
+	w->sc = sc;
+	w->nsrv = sc->nservers > 1 ? sc->nservers : 1;
+	w->nrep = sc->nservers > 1 && sc->replicas ? sc->replicas : 1;
+	if (w->nsrv > X_MAX_SRV || w->nrep > w->nsrv)
+		return -EINVAL;
+	for (unsigned i = 0; i < sc->nclients; i++)
+		for (unsigned j = 0; j < X_MAX_OPS && sc->ops[i][j].kind; j++)
+			add_key(w, sc->ops[i][j].key);
+	for (unsigned i = 0; i < 2; i++)
+		add_key(w, sc->pre[i].key);
+	g_x_now_ns = 1000000000000ull; /* 1000 s: no special zero */
+	rkv_time_set_source(x_now);
+	rkv_fake_set_idle_hook(idle_hook, w);
+	rkv_fake_set_msg_hook(msg_hook, w);
+	for (unsigned i = 0; i < w->nsrv; i++) {
+		rc = srv_build(w, i);
+		if (rc)
+			return rc;
+	}
+	if (w->nsrv > 1) {
+		rc = map_write(w);
+		if (rc)
+			return rc;
+	}
+	/* the keys' replicas; then pre[], through the map, or with
+	 * pre_primary_only by a client of the primary alone */
+	rc = client_new(w, X_MAX_CL, -1);
+	if (rc)
+		return rc;
+	if (w->nsrv > 1 && (rc = map_keys(w)) != 0)
+		return rc;
 	for (unsigned i = 0; i < 2; i++) {
 		if (!sc->pre[i].key)
 			continue;
+		if (sc->pre_primary_only) {
+			int k = key_id(w, sc->pre[i].key, strlen(sc->pre[i].key));
+
+			rkv_client_destroy(w->cl[X_MAX_CL].c);
+			w->cl[X_MAX_CL].c = NULL;
+			rc = client_new(w, X_MAX_CL, w->rep[k][0]);
+			if (rc)
+				return rc;
+		}
 		rc = run_sync(w, X_MAX_CL, X_PUT, sc->pre[i].key, sc->pre[i].val);
 		if (rc)
 			return rc;
@@ -760,9 +1043,27 @@ static int world_build(struct x_world *w, const struct x_scenario *sc)
 	w->cl[X_MAX_CL].c = NULL;
 	settle(w);
 	for (unsigned i = 0; i < sc->nclients; i++) {
-		rc = client_new(w, i);
+		rc = client_new(w, i, -1);
 		if (rc)
 			return rc;
+	}
+	if (sc->warm && sc->pre[0].key) {
+		w->warming = 1;
+		for (unsigned i = 0; i < sc->nclients; i++) {
+			rc = run_sync(w, i, X_PUT, sc->pre[0].key,
+				      sc->pre[0].val);
+			if (rc)
+				return rc;
+		}
+		/* the later puts moved the key: a get finds it again */
+		for (unsigned i = 0; i < sc->nclients; i++) {
+			rc = run_sync(w, i, X_GET, sc->pre[0].key, NULL);
+			if (rc)
+				return rc;
+			memset(w->cl[i].nsteps, 0, sizeof(w->cl[i].nsteps));
+		}
+		w->warming = 0;
+		w->nhist = 0;
 	}
 	for (unsigned i = 0; i < sc->nclients; i++)
 		submit_next(w, i);
@@ -774,20 +1075,18 @@ static int world_build(struct x_world *w, const struct x_scenario *sc)
 
 static void add_fp(struct x_world *w, struct x_tr *t, const struct rkv_wr *wr)
 {
-	uint64_t a = wr->remote_addr, ib = (uint64_t)(uintptr_t)w->srv->index_mem,
-		 db = (uint64_t)(uintptr_t)w->srv->data_mem;
 	struct x_rng r = { .write = wr->opcode != RKV_WR_READ,
 			   .len = wr->length };
+	unsigned region;
+	uint64_t off;
+	int sv = srv_of_addr(w, wr->remote_addr, &region, &off);
 
-	if (a >= ib && a - ib < w->srv->index_len) {
-		r.region = 0;
-		r.off = (uint32_t)(a - ib);
-	} else if (a >= db && a - db < w->srv->data_len) {
-		r.region = 1;
-		r.off = (uint32_t)(a - db);
+	if (sv >= 0) {
+		r.region = (uint8_t)(sv * 3 + (int)region);
+		r.off = (uint32_t)off;
 	} else {
 		r.region = 2;
-		r.off = (uint32_t)a;
+		r.off = (uint32_t)wr->remote_addr;
 	}
 	if (t->nfp == X_MAX_FP) {
 		t->global = 1; /* too many ranges: commute with nothing */
@@ -818,24 +1117,29 @@ static unsigned enabled(struct x_world *w, struct x_tr *en)
 	for (unsigned i = 0; i < sc->nclients; i++) {
 		struct x_client *c = &w->cl[i];
 		struct rkv_fake_chain ch;
+		unsigned queued = 0;
 
 		if (c->dead)
 			continue;
-		if (!chain_of(w, i, &ch)) {
-			waiting += c->busy;
-			continue;
-		}
-		struct x_tr *t = &en[n++];
+		for (unsigned sv = 0; sv < w->nsrv && n < X_MAX_EN - 2; sv++) {
+			if (!chain_of(w, i, (int)sv, &ch))
+				continue;
+			struct x_tr *t = &en[n++];
 
-		memset(t, 0, sizeof(*t));
-		t->kind = XT_STEP;
-		t->cl = (uint8_t)i;
-		t->seq = (uint16_t)c->nsteps;
-		for (unsigned j = ch.done; j < ch.nwr; j++) {
-			add_fp(w, t, &ch.wr[j]);
-			if (sc->split)
-				break;
+			queued++;
+			memset(t, 0, sizeof(*t));
+			t->kind = XT_STEP;
+			t->cl = (uint8_t)i;
+			t->sv = (uint8_t)sv;
+			t->seq = (uint16_t)c->nsteps[sv];
+			for (unsigned j = ch.done; j < ch.nwr; j++) {
+				add_fp(w, t, &ch.wr[j]);
+				if (sc->split)
+					break;
+			}
 		}
+		if (!queued)
+			waiting += c->busy;
 	}
 	for (unsigned i = 0; i < sc->nclients && w->kills < sc->max_kills; i++) {
 		struct x_client *c = &w->cl[i];
@@ -854,7 +1158,8 @@ static unsigned enabled(struct x_world *w, struct x_tr *en)
 
 static int same_tr(const struct x_tr *a, const struct x_tr *b)
 {
-	return a->kind == b->kind && a->cl == b->cl && a->seq == b->seq;
+	return a->kind == b->kind && a->cl == b->cl && a->sv == b->sv &&
+	       a->seq == b->seq;
 }
 
 static int in_set(const struct x_tr *set, unsigned n, const struct x_tr *t)
@@ -892,7 +1197,9 @@ static int indep(const struct x_tr *a, const struct x_tr *b)
 
 static void tr_str(const struct x_tr *t, char *out, size_t cap)
 {
-	if (t->kind == XT_STEP)
+	if (t->kind == XT_STEP && g_x.nsrv > 1)
+		snprintf(out, cap, "s%u.%u", t->cl, t->sv);
+	else if (t->kind == XT_STEP)
 		snprintf(out, cap, "s%u", t->cl);
 	else if (t->kind == XT_KILL)
 		snprintf(out, cap, "k%u", t->cl);
@@ -900,24 +1207,22 @@ static void tr_str(const struct x_tr *t, char *out, size_t cap)
 		snprintf(out, cap, "a");
 }
 
-static void print_chain(struct x_world *w, unsigned ci)
+static void print_chain(struct x_world *w, unsigned ci, unsigned sv)
 {
 	struct rkv_fake_chain ch;
-	uint64_t ib = (uint64_t)(uintptr_t)w->srv->index_mem,
-		 db = (uint64_t)(uintptr_t)w->srv->data_mem;
 
-	if (!chain_of(w, ci, &ch))
+	if (!chain_of(w, ci, (int)sv, &ch))
 		return;
 	for (unsigned j = ch.done; j < ch.nwr; j++) {
 		const struct rkv_wr *r = &ch.wr[j];
-		uint64_t a = r->remote_addr;
+		unsigned region = 2;
+		uint64_t off = 0;
+		int s = srv_of_addr(w, r->remote_addr, &region, &off);
 
-		if (a >= ib && a - ib < w->srv->index_len)
-			printf("#     %s index slot %" PRIu64 " len %u", rkv_wr_opcode_str(r->opcode),
-			       (a - ib) / 8, r->length);
-		else
-			printf("#     %s data +%" PRIu64 " len %u", rkv_wr_opcode_str(r->opcode),
-			       a - db, r->length);
+		printf("#     %s s%d %s %" PRIu64 " len %u",
+		       rkv_wr_opcode_str(r->opcode), s,
+		       region == 0 ? "index slot" : "data +",
+		       region == 0 ? off / 8 : off, r->length);
 		if (r->opcode == RKV_WR_CAS)
 			printf(" %s -> %s", r->compare_add ? "word" : "empty",
 			       r->swap ? "word" : "empty");
@@ -936,10 +1241,10 @@ static void execute(struct x_world *w, struct x_tr *t)
 	switch (t->kind) {
 	case XT_STEP:
 		if (w->verbose)
-			print_chain(w, t->cl);
-		if (chain_of(w, t->cl, &ch))
+			print_chain(w, t->cl, t->sv);
+		if (chain_of(w, t->cl, t->sv, &ch))
 			rkv_fake_step(ch.id, w->sc->split ? 1 : 0);
-		w->cl[t->cl].nsteps++;
+		w->cl[t->cl].nsteps[t->sv]++;
 		break;
 	case XT_KILL:
 		rkv_fake_kill(&w->cl[t->cl]);
@@ -1089,7 +1394,7 @@ static void check_history(struct x_world *w)
 				.resp = h->resp };
 		}
 		/* the final cold read, after everything */
-		int rc = cold_read(w, w->keys[k], fin);
+		int rc = cold_read(w, (int)k, fin);
 
 		ops[n++] = (struct x_lin_op){ .kind = X_GET, .status = rc,
 					      .out = fin, .done = 1,
@@ -1155,10 +1460,10 @@ static void drain(struct x_world *w)
 		int stepped = 0;
 
 		for (unsigned c = 0; c < w->sc->nclients && !stepped; c++) {
-			if (w->cl[c].dead || !chain_of(w, c, &ch))
+			if (w->cl[c].dead || !chain_of(w, c, -1, &ch))
 				continue;
 			rkv_fake_step(ch.id, 0);
-			w->cl[c].nsteps++;
+			w->cl[c].nsteps[chain_srv(w, &ch)]++;
 			stepped = 1;
 		}
 		if (!stepped)
@@ -1192,13 +1497,44 @@ struct x_search {
 	unsigned max_depth;
 	const char *replay;      /* forced choices, or NULL */
 	unsigned depth;          /* nodes with a choice in the last run */
+	uint64_t rng;            /* sample mode: this run's generator; 0: off */
 };
+
+static uint64_t rng_next(uint64_t *x)
+{
+	/* splitmix64 */
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Sample mode's choice: a kill or a clock jump one time in 16 (chosen
+ * uniformly, one at each step would end nearly every run with a death in
+ * its first steps), else one of the steps. */
+static int pick_random(uint64_t *rng, const struct x_tr *en, unsigned nen)
+{
+	unsigned nstep = 0, r;
+	int other = (rng_next(rng) & 15) == 0;
+
+	for (unsigned i = 0; i < nen; i++)
+		nstep += en[i].kind == XT_STEP;
+	if (nstep == 0 || nstep == nen)
+		other = nstep == 0;
+	r = (unsigned)(rng_next(rng) % (other ? nen - nstep : nstep));
+	for (unsigned i = 0; i < nen; i++)
+		if ((en[i].kind == XT_STEP) != other && r-- == 0)
+			return (int)i;
+	return 0;
+}
 
 /* Choose from en by a replay token ("s1", "k0", "a"); -1 if absent. */
 static int pick_token(const char **p, const struct x_tr *en, unsigned nen)
 {
 	const char *s = *p;
 	unsigned kind, cl = 0;
+	int sv = -1;
 
 	while (*s == ' ' || *s == ',')
 		s++;
@@ -1208,26 +1544,40 @@ static int pick_token(const char **p, const struct x_tr *en, unsigned nen)
 	s++;
 	if (kind != XT_ADV)
 		cl = (unsigned)strtoul(s, (char **)&s, 10);
+	if (kind == XT_STEP && *s == '.') {
+		sv = (int)strtoul(s + 1, (char **)&s, 10);
+	}
 	*p = s;
 	for (unsigned i = 0; i < nen; i++)
-		if (en[i].kind == kind && (kind == XT_ADV || en[i].cl == cl))
+		if (en[i].kind == kind && (kind == XT_ADV || en[i].cl == cl) &&
+		    (sv < 0 || en[i].sv == (unsigned)sv))
 			return (int)i;
 	return -2;
 }
 
-/* One run replaying the choices of nodes [0, replay_len). */
-static int run_once(struct x_search *s, unsigned replay_len)
+/* The choices of the run so far, as a replay string. */
+static void seq_str(unsigned depth, char *seq, size_t cap)
+{
+	size_t m = 0;
+
+	seq[0] = 0;
+	for (unsigned i = 0; i < depth && m + 8 < cap; i++) {
+		char ts[16];
+
+		tr_str(&g_x_stack[i].chosen, ts, sizeof(ts));
+		m += (size_t)snprintf(seq + m, cap - m, "%s%s", i ? " " : "", ts);
+	}
+}
+
+/* One run on a built world, replaying the choices of nodes
+ * [0, replay_len). */
+static void run_body(struct x_search *s, unsigned replay_len)
 {
 	struct x_world *w = &g_x;
 	const char *rp = s->replay;
-	int rc = world_build(w, s->sc);
 	unsigned d;
 
 	s->res->runs++;
-	if (rc) {
-		world_free(w);
-		return rc;
-	}
 	check_state(w, "start", 0);
 	for (d = 0; !w->violated; d++) {
 		struct x_node *nd = &g_x_stack[d];
@@ -1280,6 +1630,12 @@ static int run_once(struct x_search *s, unsigned replay_len)
 					nd->nsl = 0;
 				}
 			}
+			if (nd->cur < 0 && s->rng) {
+				/* sample mode: no sleep sets (they prune only
+				 * what a systematic search visits elsewhere) */
+				nd->nsl = 0;
+				nd->cur = pick_random(&s->rng, en, nen);
+			}
 			for (unsigned i = 0; nd->cur < 0 && i < nen; i++)
 				if (!in_set(nd->sl, nd->nsl, &en[i]))
 					nd->cur = (int)i;
@@ -1309,16 +1665,9 @@ static int run_once(struct x_search *s, unsigned replay_len)
 		s->res->violations++;
 		if (s->res->violations == 1 || env_u("RKV_EXPLORE_VERBOSE", 0)) {
 			char seq[1024] = "";
-			size_t m = 0;
 			char sl[1024] = "";
 
-			for (unsigned i = 0; i < d && m + 8 < sizeof(seq); i++) {
-				char ts[16];
-
-				tr_str(&g_x_stack[i].chosen, ts, sizeof(ts));
-				m += (size_t)snprintf(seq + m, sizeof(seq) - m,
-						      "%s%s", i ? " " : "", ts);
-			}
+			seq_str(d, seq, sizeof(seq));
 			dump_slots(w, sl, sizeof(sl));
 			snprintf(s->res->first, sizeof(s->res->first),
 				 "scenario %s: violation after choices "
@@ -1342,6 +1691,19 @@ static int run_once(struct x_search *s, unsigned replay_len)
 		s->res->retries += st.get.retries + st.put.retries +
 				   st.del.retries + st.rmw.retries;
 	}
+}
+
+static int run_once(struct x_search *s, unsigned replay_len)
+{
+	struct x_world *w = &g_x;
+	int rc = world_build(w, s->sc);
+
+	if (rc) {
+		s->res->runs++;
+		world_free(w);
+		return rc;
+	}
+	run_body(s, replay_len);
 	world_free(w);
 	return 0;
 }
@@ -1352,9 +1714,14 @@ int x_explore(const struct x_scenario *sc, struct x_result *res)
 	/* sanitizers run the op code 5-15x slower: there the big scenarios
 	 * stop at a run budget (reported: not exhaustive); the plain build
 	 * explores every interleaving */
-	uint64_t max_runs = sc->max_runs ? sc->max_runs :
-			    env_u("RKV_EXPLORE_RUNS",
-				  RKV_TEST_SANITIZED ? 8000 : 200000);
+	uint64_t max_runs = env_u("RKV_EXPLORE_RUNS", 0);
+
+	if (!max_runs)
+		max_runs = sc->max_runs ? sc->max_runs :
+			   RKV_TEST_SANITIZED ? 8000 : 200000;
+	if (RKV_TEST_SANITIZED && sc->max_runs_sanitized &&
+	    !env_u("RKV_EXPLORE_RUNS", 0))
+		max_runs = sc->max_runs_sanitized;
 	struct timespec t0, t1;
 	unsigned live0 = rkv_fake_live();
 	int rc;
@@ -1368,6 +1735,18 @@ int x_explore(const struct x_scenario *sc, struct x_result *res)
 	g_x.verbose = s.replay != NULL;
 	g_x_strict = sc->strict || env_u("RKV_EXPLORE_STRICT", 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (sc->sample && !s.replay) {
+		uint64_t seed = env_u("RKV_EXPLORE_SEED", 1);
+
+		res->sampled = 1;
+		res->seed = seed;
+		rc = 0;
+		for (uint64_t i = 0; rc == 0 && i < max_runs; i++) {
+			s.rng = seed * 0x100000001b3ull + i + 1;
+			rc = run_once(&s, 0);
+		}
+		goto out;
+	}
 	rc = run_once(&s, 0);
 	while (rc == 0 && !s.replay) {
 		int d = (int)s.depth - 1;
@@ -1396,6 +1775,7 @@ int x_explore(const struct x_scenario *sc, struct x_result *res)
 		}
 		rc = run_once(&s, (unsigned)d + 1);
 	}
+out:
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->seconds = (double)(t1.tv_sec - t0.tv_sec) +
 		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -1408,4 +1788,60 @@ int x_explore(const struct x_scenario *sc, struct x_result *res)
 		res->violations++;
 	}
 	return rc;
+}
+
+/* ------------------------------------------------------- for the tests */
+
+static double g_total_s;
+static uint64_t g_total_runs;
+
+void x_run(const struct x_scenario *sc)
+{
+	struct x_result r;
+	int rc = x_explore(sc, &r);
+
+	ASSERT_EQ(rc, 0);
+	g_total_s += r.seconds;
+	g_total_runs += r.runs;
+	if (r.sampled)
+		printf("# %s: %" PRIu64 " random interleavings (seed %" PRIu64
+		       "), %" PRIu64 " steps, %" PRIu64
+		       " with a transient second copy, %" PRIu64
+		       " violating runs, %.2f s (a sample: not exhaustive)\n",
+		       sc->name, r.runs, r.seed, r.steps, r.transient,
+		       r.violations, r.seconds);
+	else
+		printf("# %s: %" PRIu64 " interleavings (%" PRIu64 " complete, %"
+		       PRIu64 " cut by sleep sets), %" PRIu64 " steps, %" PRIu64
+		       " with a transient second copy, %" PRIu64
+		       " violating runs, %.2f s%s\n",
+		       sc->name, r.runs, r.complete, r.pruned, r.steps,
+		       r.transient, r.violations, r.seconds,
+		       r.budget_hit ? " (run budget reached: not exhaustive)" :
+				      "");
+	printf("#   coverage: %" PRIu64 " retries, %" PRIu64 " lock waits, %"
+	       PRIu64 " lock steals, %" PRIu64 " deaths, %" PRIu64
+	       " ENOSPC results\n", r.retries, r.lock_waits, r.lock_steals,
+	       r.kills, r.enospc);
+	if (r.violations) {
+		for (char *line = strtok(r.first, "\n"); line;
+		     line = strtok(NULL, "\n"))
+			printf("#   %s\n", line);
+	}
+	EXPECT_EQ(r.violations, 0);
+}
+
+void x_summary(void)
+{
+	printf("# total: %" PRIu64 " interleavings in %.2f s\n", g_total_runs,
+	       g_total_s);
+}
+
+unsigned x_watchdog_s(unsigned plain, unsigned sanitized)
+{
+	const char *r = getenv("RKV_EXPLORE_RUNS");
+
+	if (r && *r)
+		return 0; /* a long run asked for by hand: no bound */
+	return RKV_TEST_SANITIZED ? sanitized : plain;
 }

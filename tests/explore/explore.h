@@ -18,6 +18,14 @@
  *   2. no slot names an extent that was returned to the server (the
  *      BLOCK_RETURN messages seen) or that the server holds as free or in
  *      grace (server/space.c's rkv_space_unit_state, when linked);
+ *   3. with replicas (docs/DESIGN.md §9.7), per key: invariant 1 on its
+ *      primary (readers read there; backups may hold stale duplicates a
+ *      later install clears); I1: the block the primary's word names is
+ *      on every backup with its sequence and contents, or the backup holds
+ *      a higher sequence (a write in flight), a tombstone counting as an
+ *      absent copy; I2: no backup holds a sequence above the primary's
+ *      (above the lock's, while it is locked); a key absent from the
+ *      primary is absent from its backups;
  *
  * and at the end of a run the history of every key, with a final cold
  * read of the memory as a reader sees it, must be linearizable (a small
@@ -25,13 +33,18 @@
  * The search is a depth-first enumeration of every choice sequence, pruned
  * by sleep sets: two rounds of different clients commute when their target
  * ranges do not conflict, neither finished an op nor sent a control
- * message; deaths and clock jumps commute with nothing.
+ * message; deaths and clock jumps commute with nothing.  With several
+ * servers a choice is the next round of one client on one server (a
+ * write's legs run on the backups while the primary's round is queued),
+ * and ranges are per server.
  *
  * Environment: RKV_EXPLORE_REPLAY="s0 s1 k2 a ..." replays one choice
- * sequence (s = round of client i, k = death of client i, a = clock jump)
+ * sequence (s = round of client i, "s1.2" its round on server 2, k =
+ * death of client i, a = clock jump)
  * and prints each step; RKV_EXPLORE_DEPTH bounds the choices per run
- * (deeper: one canonical order); RKV_EXPLORE_RUNS caps the runs of a
- * scenario; a second visible copy is a violation even while an insert
+ * (deeper: one canonical order); RKV_EXPLORE_RUNS caps the runs of every
+ * scenario, over its own budget, and lifts the test's watchdog (`make
+ * explore-long`); a second visible copy is a violation even while an insert
  * is in flight (RKV_EXPLORE_STRICT=0 reports such copies as transient);
  * RKV_EXPLORE_VERBOSE=1 prints every violation, not just the first.
  */
@@ -43,6 +56,7 @@
 
 #define X_MAX_CL 4       /* clients of a scenario */
 #define X_MAX_OPS 4      /* ops per client script */
+#define X_MAX_SRV 3      /* servers of a replicated scenario */
 
 enum x_kind {
 	X_END = 0,       /* end of a script */
@@ -74,10 +88,33 @@ struct x_scenario {
 	uint64_t advance_ms;    /* each jump; 0: the lease */
 	int split;              /* one WR per step instead of one chain */
 	unsigned max_depth;     /* 0: unbounded */
-	uint64_t max_runs;      /* 0: RKV_EXPLORE_RUNS or 200000 */
+	uint64_t max_runs;      /* 0: 200000 (8000 sanitized); the
+				 * environment's RKV_EXPLORE_RUNS overrides */
+	uint64_t max_runs_sanitized; /* 0: max_runs or 8000 */
 	int strict;             /* transient copies are violations */
 	int no_copy_check;      /* skip invariant 1 (to see what the
 				 * history check alone finds) */
+	/* Replication: 0 or 1 server is the single-server world above; 2 or
+	 * 3 servers (each laid out as above, by a client of that server
+	 * alone) form a cluster map of `replicas` (1..nservers) read from a
+	 * cluster file, and every scenario client writes through it. */
+	unsigned nservers;
+	unsigned replicas;
+	/* Before the run each client puts pre[0] again (its value
+	 * unchanged), so the scenario starts with every location cached
+	 * (the primary's and the backups'); not part of the history. */
+	int warm;
+	/* self-test only: pre[] are put on each key's primary alone (by a
+	 * client of that server), so its backups lack them: invariant 3
+	 * must fail */
+	int pre_primary_only;
+	/* Too many interleavings to explore them all in the test's time:
+	 * run max_runs random ones instead of the depth-first search's
+	 * first max_runs (which differ only in their last choices).  Each
+	 * run's choices are drawn from a generator seeded by
+	 * RKV_EXPLORE_SEED (default 1) and the run's number; a violation
+	 * prints its replay string as the search does. */
+	int sample;
 };
 
 struct x_result {
@@ -90,6 +127,8 @@ struct x_result {
 	/* coverage: what the runs exercised (client and server counters) */
 	uint64_t lock_waits, lock_steals, retries, kills, enospc;
 	int budget_hit;         /* stopped at max_runs: not exhaustive */
+	int sampled;            /* random runs (sc->sample) */
+	uint64_t seed;
 	double seconds;
 	char first[4096];       /* the first violation: choices and details */
 };
@@ -119,5 +158,12 @@ struct x_lin_op {
 	uint64_t inv, resp;
 };
 int x_linearizable(const struct x_lin_op *ops, unsigned n, const char *init);
+
+/* For the test files: explore sc as a TAP test (it fails on a violation,
+ * which it prints with its replay string), the totals, and the test's
+ * watchdog (none when RKV_EXPLORE_RUNS asks for a long run). */
+void x_run(const struct x_scenario *sc);
+void x_summary(void);
+unsigned x_watchdog_s(unsigned plain, unsigned sanitized);
 
 #endif

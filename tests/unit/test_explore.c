@@ -14,36 +14,6 @@
 
 #include "test.h"
 
-static double g_total_s;
-static uint64_t g_total_runs;
-
-static void explore(const struct x_scenario *sc)
-{
-	struct x_result r;
-	int rc = x_explore(sc, &r);
-
-	ASSERT_EQ(rc, 0);
-	g_total_s += r.seconds;
-	g_total_runs += r.runs;
-	printf("# %s: %" PRIu64 " interleavings (%" PRIu64 " complete, %" PRIu64
-	       " cut by sleep sets), %" PRIu64 " steps, %" PRIu64
-	       " with a transient second copy, %" PRIu64
-	       " violating runs, %.2f s%s\n",
-	       sc->name, r.runs, r.complete, r.pruned, r.steps, r.transient,
-	       r.violations, r.seconds,
-	       r.budget_hit ? " (run budget reached: not exhaustive)" : "");
-	printf("#   coverage: %" PRIu64 " retries, %" PRIu64 " lock waits, %"
-	       PRIu64 " lock steals, %" PRIu64 " deaths, %" PRIu64
-	       " ENOSPC results\n", r.retries, r.lock_waits, r.lock_steals,
-	       r.kills, r.enospc);
-	if (r.violations) {
-		for (char *line = strtok(r.first, "\n"); line;
-		     line = strtok(NULL, "\n"))
-			printf("#   %s\n", line);
-	}
-	EXPECT_EQ(r.violations, 0);
-}
-
 /* ------------------------------------------------------ the checks fail */
 
 static void t_linearizability_checker(void)
@@ -111,25 +81,23 @@ static void t_invariant_checker(void)
 	check_state(w, "clean", 1);
 	EXPECT_EQ(w->violated, 0);
 	for (unsigned i = 0; i < X_NSLOTS; i++) {
-		const char *k, *v;
-		size_t kl;
-		uint32_t vl;
+		struct x_slot sl;
 
-		s = slot_word(w, i);
+		s = slot_word(w, 0, i);
 		if (rkv_slot_empty(s))
 			dst = i;
-		else if (x_slot_block(w, s, &k, &kl, &v, &vl) && kl == 1 &&
-			 *k == 'K')
+		else if (x_slot_block(w, 0, s, &sl) && sl.kl == 1 &&
+			 *sl.key == 'K')
 			src = i;
 	}
 	ASSERT_TRUE(src < X_NSLOTS && dst < X_NSLOTS);
-	s = slot_word(w, src);
-	memcpy((char *)w->srv->index_mem + dst * 8u, &s, 8);
+	s = slot_word(w, 0, src);
+	memcpy((char *)w->srv[0]->index_mem + dst * 8u, &s, 8);
 	check_state(w, "copied", 1);
 	EXPECT_TRUE(w->violated && strstr(w->why, "2 visible copies"));
 	w->violated = 0;
 	w->why[0] = 0;
-	memset((char *)w->srv->index_mem + dst * 8u, 0, 8);
+	memset((char *)w->srv[0]->index_mem + dst * 8u, 0, 8);
 	w->ret[w->nret].off = rkv_slot_offset(s);
 	w->ret[w->nret].len = RKV_BLOCK_ALIGN;
 	w->nret++;
@@ -161,7 +129,7 @@ static void t_failure2(void)
 		},
 		.layout_key = "K", .empty = 0xc0,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* The same race without invariant 1: what clients see of the second copy.
@@ -180,7 +148,7 @@ static void t_failure2_lost_put(void)
 		},
 		.layout_key = "K", .empty = 0xc0, .no_copy_check = 1,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 static void t_insert_insert(void)
@@ -193,7 +161,7 @@ static void t_insert_insert(void)
 		},
 		.layout_key = "K", .empty = 0xc0,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* The same with one WR per step: the two bucket READs of one round, the
@@ -208,7 +176,7 @@ static void t_insert_insert_split(void)
 		},
 		.layout_key = "K", .empty = 0xc0, .split = 1,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 static void t_insert_insert_delete(void)
@@ -223,7 +191,7 @@ static void t_insert_insert_delete(void)
 		.layout_key = "K", .empty = 0xc0,
 		.max_runs = 60000,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 static void t_put_rmw_delete(void)
@@ -239,7 +207,7 @@ static void t_put_rmw_delete(void)
 		.pre = { { "K", "v0" } },
 		.max_advances = 1,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* B's lock can be stolen once A waited a whole lease (the clock jumps). */
@@ -255,7 +223,7 @@ static void t_rmw_rmw_steal(void)
 		.pre = { { "K", "v0" } },
 		.max_advances = 2,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* A dies after any round; the server rebuilds its space; B carries on. */
@@ -270,7 +238,7 @@ static void t_client_dies(void)
 		.layout_key = "K", .empty = 0xc0,
 		.kill_mask = 1, .max_kills = 1,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* A dies holding the lock: B steals it after the lease. */
@@ -286,7 +254,7 @@ static void t_lock_holder_dies(void)
 		.pre = { { "K", "v0" } },
 		.kill_mask = 1, .max_kills = 1, .max_advances = 2,
 	};
-	explore(&sc);
+	x_run(&sc);
 }
 
 /* One free slot for two inserts, while a delete makes a second one. */
@@ -302,18 +270,12 @@ static void t_nearly_full(void)
 		.layout_key = "K", .empty = 0xc0,
 		.pre = { { "J", "j0" } },
 	};
-	explore(&sc);
-}
-
-static void t_summary(void)
-{
-	printf("# total: %" PRIu64 " interleavings in %.2f s\n", g_total_runs,
-	       g_total_s);
+	x_run(&sc);
 }
 
 int main(int argc, char **argv)
 {
-	rkv_test_init(argc, argv, RKV_TEST_SANITIZED ? 600 : 240);
+	rkv_test_init(argc, argv, x_watchdog_s(240, 600));
 	rkv_log_set_level(RKV_LOG_OFF);
 	RKV_TEST(t_linearizability_checker);
 	RKV_TEST(t_invariant_checker);
@@ -327,6 +289,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_client_dies);
 	RKV_TEST(t_lock_holder_dies);
 	RKV_TEST(t_nearly_full);
-	RKV_TEST(t_summary);
+	RKV_TEST(x_summary);
 	return rkv_test_done();
 }
