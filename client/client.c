@@ -448,7 +448,26 @@ unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,
 
 void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
 {
+	unsigned down = 0;
+
 	*st = c->st;
+	for (unsigned i = 0; i < c->nsrv; i++)
+		down += rkv_client_server_status(c, i) != 0;
+	st->servers_down = down;
+	st->parts_degraded = 0;
+	if (!down)
+		return;
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		unsigned bad = rkv_client_server_status(c, c->owner[p]) != 0;
+
+		if (c->r > 1 && c->map) {
+			const uint16_t *rep = rkv_map_replicas(c->map, p);
+
+			for (unsigned i = 1; i < c->r; i++)
+				bad |= rkv_client_server_status(c, rep[i]) != 0;
+		}
+		st->parts_degraded += bad;
+	}
 }
 
 void rkv_client_stats_reset(struct rkv_client *c)

@@ -90,12 +90,6 @@ static int parse_kv(struct rkv_client *c, const struct rkv_reg_url *u,
 		snprintf(why, sizeof(why), "no epoch line");
 		rc = -EINVAL;
 	}
-	if (!rc && m->replicas > 1) {
-		snprintf(why, sizeof(why), "it asks for replicas %u: "
-			 "replication is served from a cluster file; over "
-			 "etcd it waits for failover", m->replicas);
-		rc = -EOPNOTSUPP;
-	}
 	if (rc)
 		clog_(c, RKV_LOG_ERROR,
 		      "cluster %s: the map in etcd (%s, revision %lld) is not "

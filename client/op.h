@@ -211,6 +211,9 @@ struct rmw_state {
 	int locked;              /* we hold the slot lock */
 	int lock_read;           /* the lock round also READ the block */
 	int release_retry;       /* releasing to retry (stale cache) */
+	int no_fold;             /* this op locates before it locks: a
+				  * lock taken with the verify READ found
+				  * another key's block (op_rmw.c) */
 	int action;              /* RKV_RMW_* or -errno chosen by fn */
 	size_t len;              /* value length fn produced */
 	uint64_t version;        /* version of the block to write */

@@ -175,8 +175,11 @@ static void locked(struct opslot *o, const char *blk, uint32_t size)
 
 	o->rmw.locked = 1;
 	if (blk_decode(o, blk, size, &v, &vl, &h)) {
-		/* not our key after all (stale cache): unlock and retry */
+		/* not our key after all (stale cache, or a lock taken with
+		 * the verify READ on a fingerprint twin): unlock and retry,
+		 * the next attempt verifying before it locks */
 		o->rmw.release_retry = 1;
+		o->rmw.no_fold = !o->cached;
 		o->rmw.action = RKV_RMW_KEEP;
 		rmw_commit(o);
 		return;
@@ -214,6 +217,35 @@ void rmw_attempt(struct opslot *o)
 	}
 	o->c->st.cache_misses++;
 	loc_start(o, 0, 0);
+}
+
+/*
+ * The buckets came back (not cached): when exactly one slot carries the
+ * key's fingerprint, committed and unlocked, lock it and READ its block
+ * in one doorbell instead of verifying the block first and locking in
+ * the next round (locked() checks the key; on a fingerprint twin it
+ * unlocks and the op starts again, verifying first).  Saves the cold
+ * write's verify round.  The block READ after the CAS is valid when the
+ * CAS wins: our lock keeps the block from being unlinked.
+ */
+static int rmw_buckets(struct opslot *o)
+{
+	struct cand *cd;
+
+	if (o->rmw.no_fold)
+		return 0;
+	loc_collect(o, -1, 1);
+	if (o->ncand != 1)
+		return 0;
+	cd = &o->cand[0];
+	if (rkv_slot_locked(cd->slot) || rkv_slot_tentative(cd->slot) ||
+	    rkv_slot_offset(cd->slot) + rkv_slot_size(cd->slot) >
+		    o->p->g.data_len)
+		return 0;
+	o->slot_pos = cd->pos;
+	o->target = 0;
+	lock_round(o, cd->slot, cd->slot | RKV_SLOT_LOCK, 1);
+	return 1;
 }
 
 void rmw_found(struct opslot *o, struct cand *cd)
@@ -398,7 +430,8 @@ struct rkv_op_stats *rmw_stats(struct rkv_client_stats *st)
 	{                                                                      \
 		.name = kname, .writes = 1, .wmode = mode,                     \
 		.attempt = rmw_attempt, .round = rmw_round,                    \
-		.found = rmw_found, .absent = rmw_absent, .space = rmw_space,  \
+		.found = rmw_found, .absent = rmw_absent,                      \
+		.buckets = rmw_buckets, .space = rmw_space,                    \
 		.timer = rmw_timer, .stats = st,                               \
 	}
 

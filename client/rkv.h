@@ -313,6 +313,12 @@ struct rkv_client_stats {
 	uint64_t reconnects;      /* servers reconnected after going down */
 	uint64_t redirects;       /* ops sent on to where their key moved */
 	uint64_t mig_waits;       /* ops that waited for a key being moved */
+	/* gauges, as of the call: servers of the map down now, and the
+	 * partitions (of 4096) with a copy on one of them: their writes
+	 * fail until it is back (at r > 1 gets go on while the primary is
+	 * up): the client's "degraded" state */
+	uint64_t servers_down;
+	uint64_t parts_degraded;
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */

@@ -829,7 +829,9 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
 		  add_u64(d, "blocks_returned", st.blocks_returned) ||
 		  add_u64(d, "doorbells", st.doorbells) ||
 		  add_u64(d, "reconnects", st.reconnects) ||
-		  add_u64(d, "redirects", st.redirects)))
+		  add_u64(d, "redirects", st.redirects) ||
+		  add_u64(d, "servers_down", st.servers_down) ||
+		  add_u64(d, "parts_degraded", st.parts_degraded)))
 		Py_CLEAR(d);
 	return d;
 }

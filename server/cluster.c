@@ -251,6 +251,18 @@ static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 	return rc;
 }
 
+/* Whether server name holds a copy of partition p in map m. */
+static int holds(const struct rkv_map *m, unsigned p, const char *name)
+{
+	const uint16_t *rep = rkv_map_replicas(m, p);
+	unsigned r = rkv_map_r(m);
+
+	for (unsigned i = 0; i < r; i++)
+		if (!strcmp(m->srv[rep[i]].name, name))
+			return 1;
+	return 0;
+}
+
 int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 {
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *n = rkv_malloc(sizeof(*n));
@@ -267,10 +279,12 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 		have_next = get_map(r, key, n) == 0 && n->epoch == m->epoch + 1;
 	}
 	for (unsigned p = 0; !rc && p < RKV_MAP_PARTS; p++) {
-		int mine = !strcmp(m->srv[m->owner[p]].name, r->name);
+		/* ours: we hold a copy (the primary's, or a backup's at
+		 * r > 1: legs write backups through this table too) */
+		int mine = holds(m, p, r->name);
 		uint64_t w = 0;
 
-		if (mine && have_next && strcmp(n->srv[n->owner[p]].name, r->name))
+		if (mine && have_next && !holds(n, p, r->name))
 			w = rkv_part_word(RKV_PART_GONE, (uint32_t)n->epoch);
 		else if (!mine)
 			w = rkv_part_word(RKV_PART_GONE, (uint32_t)m->epoch);

@@ -68,7 +68,7 @@ static const struct cfg_row g_rows[] = {
 	{ "buckets", T_U64, FIELD(buckets), 0, 1, 1ll << 32, F_POW2, NULL, "N",
 	  "index buckets of 8 slots, a power of two (default: from --capacity)" },
 	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, "1000000",
-	  "KEYS", "keys the index holds at 75% load (sizes --buckets)" },
+	  "KEYS", "keys the index takes for sure: 4 a bucket (sizes --buckets)" },
 	{ "lease", T_U64, FIELD(lease_ms), 0, 1, 60000, 0, "100", "MS",
 	  "slot lock lease in milliseconds" },
 	{ "grace", T_U64, FIELD(grace_ms), 0, 1, 3600000, 0, "1000", "MS",
@@ -198,7 +198,11 @@ static int parse_i64(const char *s, int64_t *out)
 
 uint64_t rkv_srv_buckets_for(uint64_t keys)
 {
-	uint64_t need = (keys + 5) / 6, n = 2;
+	/* 4 keys a bucket (50 % of the slots): inserts balance two
+	 * buckets, and the first refusal comes at 66-79 % of the slots
+	 * (lower the larger the index: docs/DESIGN.md §4), so --capacity
+	 * keys always fit */
+	uint64_t need = (keys + 3) / 4, n = 2;
 
 	while (n < need && n < (1ull << 62))
 		n <<= 1;
@@ -608,10 +612,10 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 					 sizeof(buf));
 				fprintf(out,
 					"%" PRIu64 " (index %s, %" PRIu64
-					" keys at 75%%)",
+					" keys for sure, at 50%%)",
 					cfg->nbuckets, buf,
-					cfg->nbuckets * RKV_SLOTS_PER_BUCKET *
-						3 / 4);
+					cfg->nbuckets * RKV_SLOTS_PER_BUCKET /
+						2);
 				from = is_set(cfg, "buckets") ? ""
 							      : " (derived)";
 			} else {

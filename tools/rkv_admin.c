@@ -57,13 +57,16 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  status          the map, each server's state and keys, the\n"
 		"                  registered servers not in the map\n"
-		"  init [NAME...]  make the first map (epoch 1) of the registered\n"
-		"                  servers (all, or those named)\n"
+		"  init [--replicas R] [NAME...]\n"
+		"                  make the first map (epoch 1) of the registered\n"
+		"                  servers (all, or those named), keeping R copies\n"
+		"                  of each key (1-3, default 1)\n"
 		"  map             print the map\n"
 		"  join NAME       add the registered server NAME, moving its\n"
 		"                  share of the keys to it while clients work\n"
 		"  drain NAME      move NAME's keys to the others, then take it\n"
 		"                  out of the map (it may be stopped after)\n"
+		"                  (join and drain: maps of replicas 1 only)\n"
 		"                  (a migration that stopped half-way is resumed\n"
 		"                  by the next join or drain)\n"
 		"default cluster: $RKV_CLUSTER\n");
@@ -199,6 +202,37 @@ static void keys_of(struct admin *a, const struct rkv_map *m, long long *keys)
 	rkv_client_destroy(c);
 }
 
+/* At r > 1: how many partitions have all their copies on servers that
+ * are up, how many fewer (degraded: their writes fail until the server
+ * is back; gets are served while the primary is up) and how many none. */
+static void print_copies(const struct rkv_map *m, const long long *keys)
+{
+	unsigned r = rkv_map_r(m), full = 0, degraded = 0, none = 0;
+	unsigned prim_down = 0;
+
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		const uint16_t *rep = rkv_map_replicas(m, p);
+		unsigned up = 0;
+
+		for (unsigned i = 0; i < r; i++)
+			up += keys[rep[i]] >= 0;
+		full += up == r;
+		degraded += up > 0 && up < r;
+		none += up == 0;
+		prim_down += keys[rep[0]] < 0;
+	}
+	if (full == RKV_MAP_PARTS) {
+		printf("copies: all %u partitions have their %u copies up\n",
+		       RKV_MAP_PARTS, r);
+		return;
+	}
+	printf("copies: DEGRADED: %u of %u partitions have all %u copies up, "
+	       "%u fewer, %u none; writes to the %u fail until their servers "
+	       "are back (no failover yet), gets fail for the %u whose "
+	       "primary is down\n", full, RKV_MAP_PARTS, r, degraded, none,
+	       degraded + none, prim_down);
+}
+
 static int cmd_status(struct admin *a)
 {
 	struct rkv_map *m = rkv_malloc(sizeof(*m));
@@ -224,9 +258,11 @@ static int cmd_status(struct admin *a)
 		struct rkv_map *n = rkv_malloc(sizeof(*n));
 		int nx = n ? load_next(a, "status", n) : 1;
 
-		printf("map epoch %llu, %u servers (etcd revision %lld); "
-		       "migration: ", (unsigned long long)m->epoch, m->n,
-		       (long long)rev);
+		printf("map epoch %llu, %u servers", (unsigned long long)m->epoch,
+		       m->n);
+		if (rkv_map_r(m) > 1)
+			printf(", %u copies of each key", rkv_map_r(m));
+		printf(" (etcd revision %lld); migration: ", (long long)rev);
 		if (nx == 0) {
 			struct rkv_client_opts co;
 			struct rkv_mig_opts mo = { .base = &co, .from = m,
@@ -267,6 +303,8 @@ static int cmd_status(struct admin *a)
 			       ? "  (registered at another address)"
 			       : "");
 	}
+	if (m->n && rkv_map_r(m) > 1)
+		print_copies(m, keys);
 	for (size_t i = 0; i < a->nreg; i++)
 		if (rkv_map_find(m, a->reg[i].name) < 0)
 			printf("registered, not in the map: %s %s (protocol "
@@ -304,6 +342,21 @@ static int cmd_init(struct admin *a, int argc, char **argv)
 	if (!m)
 		return fail("init", "%s", "out of memory");
 	rkv_map_init(m);
+	if (argc >= 1 && !strncmp(argv[0], "--replicas", 10)) {
+		const char *v = argv[0][10] == '=' ? argv[0] + 11
+			      : argc >= 2 && !argv[0][10] ? argv[1] : NULL;
+		char *end = NULL;
+		unsigned long r = v ? strtoul(v, &end, 10) : 0;
+
+		if (!v || !*v || *end || r < 1 || r > RKV_MAP_REPLICAS_MAX) {
+			rkv_free(m);
+			return fail("init", "--replicas wants a number from 1 "
+				    "to %u", RKV_MAP_REPLICAS_MAX);
+		}
+		m->replicas = (unsigned)r;
+		argc -= argv[0][10] == '=' ? 1 : 2;
+		argv += argv[0][10] == '=' ? 1 : 2;
+	}
 	rc = load_registered(a, "init");
 	if (!rc && argc == 0 && a->nreg == 0)
 		rc = fail("init", "no server is registered in cluster %s "
@@ -317,6 +370,10 @@ static int cmd_init(struct admin *a, int argc, char **argv)
 		       : fail("init", "server '%s' is not registered (is it "
 			      "running with --cluster?)", argv[i]);
 	}
+	if (!rc && m->replicas > m->n)
+		rc = fail("init", "--replicas %u needs at least %u servers; "
+			  "%u %s registered", m->replicas, m->replicas, m->n,
+			  m->n == 1 ? "is" : "are");
 	text = rkv_malloc(RKV_MAP_SERVERS_MAX * 400 + 64);
 	if (!rc && !text)
 		rc = fail("init", "%s", "out of memory");
@@ -347,6 +404,8 @@ static int cmd_init(struct admin *a, int argc, char **argv)
 		       m->n);
 		for (unsigned i = 0; i < m->n; i++)
 			printf(" %s", m->srv[i].name);
+		if (m->replicas > 1)
+			printf("; %u copies of each key", m->replicas);
 		printf("\n");
 	}
 	rkv_free(text);
@@ -381,6 +440,10 @@ static int next_map(struct admin *a, const char *cmd, const char *name,
 {
 	int in = rkv_map_find(m, name);
 
+	if (rkv_map_r(m) > 1)
+		return fail(cmd, "the map keeps %u copies of each key: moving "
+			    "keys between servers is built for maps of one "
+			    "copy only; nothing changed", rkv_map_r(m));
 	rkv_map_init(to);
 	if (!strcmp(cmd, "join")) {
 		const struct rkv_reg_server *r = registered(a, name);

@@ -2298,6 +2298,13 @@ static void print_client_stats(const struct rkv_client *c)
 		(unsigned long long)st.doorbells,
 		(unsigned long long)st.cache_hits,
 		(unsigned long long)st.cache_misses);
+	if (st.servers_down)
+		fprintf(stderr, "rkv: client: DEGRADED: %llu server%s down, "
+			"writes to %llu of 4096 partitions fail until %s "
+			"back\n", (unsigned long long)st.servers_down,
+			st.servers_down == 1 ? "" : "s",
+			(unsigned long long)st.parts_degraded,
+			st.servers_down == 1 ? "it is" : "they are");
 }
 
 static int set_mode(enum out_mode m, const char *opt)

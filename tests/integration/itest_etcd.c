@@ -128,6 +128,26 @@ static int admin(struct env *v, const char *args, char *out, size_t cap)
 	return run_cmd(cmd, out, cap);
 }
 
+/* `rkv admin ARGS` refused: exit 2, one line that says what. */
+struct refusal {
+	const char *args, *says;
+};
+
+static void expect_refused(struct env *v, const struct refusal *r, size_t n)
+{
+	char out[4096];
+
+	for (size_t i = 0; i < n; i++) {
+		int rc = admin(v, r[i].args, out, sizeof(out));
+
+		EXPECT_EQ(rc, 2);
+		EXPECT_TRUE(strstr(out, r[i].says) != NULL);
+		EXPECT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
+		if (!strstr(out, r[i].says))
+			printf("#   %s: %s", r[i].args, out);
+	}
+}
+
 /* Three servers registered and a map of them: 0, or 77 / -1. */
 static int env_cluster(struct env *v)
 {
@@ -189,9 +209,7 @@ static void t_serve_from_etcd(void)
 	EXPECT_EQ(rc, 2);
 	EXPECT_TRUE(strstr(out, "already has a map (epoch 1") != NULL);
 	/* join and drain of what cannot be: one line each, nothing changed */
-	static const struct {
-		const char *args, *says;
-	} refused[] = {
+	static const struct refusal refused[] = {
 		{ "join delta", "server 'delta' is not registered" },
 		{ "join alpha", "server 'alpha' is in the map already" },
 		{ "drain delta", "server 'delta' is not in the map" },
@@ -199,14 +217,7 @@ static void t_serve_from_etcd(void)
 		{ "drain alpha bravo", "give one server name" },
 	};
 
-	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-		rc = admin(&v, refused[i].args, out, sizeof(out));
-		EXPECT_EQ(rc, 2);
-		EXPECT_TRUE(strstr(out, refused[i].says) != NULL);
-		EXPECT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
-		if (!strstr(out, refused[i].says))
-			printf("#   %s: %s", refused[i].args, out);
-	}
+	expect_refused(&v, refused, sizeof(refused) / sizeof(refused[0]));
 	rc = admin(&v, "map", out, sizeof(out));
 	EXPECT_TRUE(rc == 0 && strstr(out, "epoch 1\n") != NULL);
 	/* `rkv cluster`: the client's map, from etcd */
@@ -490,6 +501,126 @@ static void t_bad_input(void)
 		    NULL);
 	EXPECT_EQ(rc, -EINVAL);
 	rkv_etcd_close(e);
+	env_stop(&v);
+}
+
+/*
+ * A map of replicas 2 in etcd: init refuses what cannot be, clients from
+ * etcd write every key on its two servers, join and drain are refused,
+ * and with one server stopped `rkv admin status` and every client's
+ * counters say the cluster is degraded; the writes of the partitions it
+ * held fail with its error, the others' go on, and every key whose
+ * primary is up still reads its value.
+ */
+static void t_replicated_map(void)
+{
+	struct env v;
+	struct rkv_client *a, *c;
+	struct rkv_client_stats st;
+	char out[4096];
+	unsigned bad = 0, copies = 0, ok_put = 0, failed_put = 0;
+	int rc = env_etcd(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	for (unsigned i = 0; i < NSRV; i++)
+		ASSERT_EQ(start_srv(&v, i, g_names[i], NULL), 0);
+	static const struct refusal refused[] = {
+		{ "init --replicas 4", "--replicas wants a number from 1 to 3" },
+		{ "init --replicas", "--replicas wants a number from 1 to 3" },
+		{ "init --replicas=x", "--replicas wants a number from 1 to 3" },
+		{ "init --replicas 3 alpha bravo",
+		  "--replicas 3 needs at least 3 servers; 2 are registered" },
+	};
+
+	expect_refused(&v, refused, sizeof(refused) / sizeof(refused[0]));
+	rc = admin(&v, "init --replicas 2", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	EXPECT_TRUE(strstr(out, "map epoch 1 with 3 servers: alpha bravo "
+				"charlie; 2 copies of each key") != NULL);
+	rc = admin(&v, "map", out, sizeof(out));
+	EXPECT_TRUE(rc == 0 && strstr(out, "replicas 2\n") != NULL);
+	struct test_logbuf lb = { .len = 0 };
+
+	a = test_client_cluster(v.url, 3000, 2000, &lb, &rc);
+	if (!a)
+		printf("#   client: %s: %s", strerror(-rc), lb.text);
+	ASSERT_TRUE(a != NULL);
+	for (unsigned i = 0; i < NKEYS; i++)
+		EXPECT_EQ(test_kput(a, i, 1), 0);
+	/* each key on its two servers: read back by clients of one server */
+	for (unsigned i = 0; i < NKEYS; i++) {
+		char k[32];
+		unsigned rep[3];
+		unsigned n = rkv_client_replicas(a, k, (size_t)snprintf(
+						 k, sizeof(k), "user:%u", i),
+						 rep, 3);
+
+		EXPECT_EQ(n, 2);
+		for (unsigned j = 0; j < n && j < 2; j++) {
+			struct rkv_client *one =
+				test_client_at(v.s[rep[j]].addr, 3000, 0);
+
+			if (one) {
+				copies += test_kcheck(one, i, 1) == 0;
+				rkv_client_destroy(one);
+			}
+		}
+	}
+	EXPECT_EQ(copies, 2 * NKEYS);
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	EXPECT_TRUE(strstr(out, "3 servers, 2 copies of each key") != NULL);
+	EXPECT_TRUE(strstr(out, "copies: all 4096 partitions have their 2 "
+				"copies up") != NULL);
+	rc = admin(&v, "join alpha", out, sizeof(out));
+	EXPECT_EQ(rc, 2);
+	EXPECT_TRUE(strstr(out, "the map keeps 2 copies of each key: moving "
+				"keys between servers is built for maps of "
+				"one copy only") != NULL);
+	/* bravo stops */
+	ASSERT_EQ(test_srv_stop(&v.s[1]), 0);
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_EQ(rc, 0);
+	EXPECT_TRUE(strstr(out, "copies: DEGRADED: ") != NULL);
+	if (!strstr(out, "DEGRADED"))
+		printf("#   status:\n%s", out);
+	c = test_client_cluster(v.url, 3000, 1000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < NKEYS; i++) {
+		char k[32];
+		unsigned rep[3], n;
+		int on_bravo = 0;
+
+		n = rkv_client_replicas(c, k, (size_t)snprintf(k, sizeof(k),
+							     "user:%u", i),
+					rep, 3);
+		for (unsigned j = 0; j < n && j < 3; j++)
+			on_bravo |= rep[j] == 1;
+		if (rep[0] != 1)
+			bad += test_kcheck(c, i, 1) != 0;
+		rc = test_kput(c, i, 2);
+		if (on_bravo) {
+			failed_put += rc != 0;
+		} else {
+			ok_put += rc == 0;
+			bad += test_kcheck(c, i, 2) != 0;
+		}
+	}
+	EXPECT_EQ(bad, 0);
+	rkv_client_stats(c, &st);
+	EXPECT_EQ(st.servers_down, 1);
+	/* bravo holds a copy of about 2/3 of the partitions */
+	EXPECT_TRUE(st.parts_degraded > 4096 / 2 &&
+		    st.parts_degraded < 4096 * 5 / 6);
+	EXPECT_TRUE(failed_put > 0 && ok_put > 0);
+	EXPECT_EQ(failed_put + ok_put, NKEYS);
+	printf("#   bravo down: %llu of 4096 partitions degraded; %u puts "
+	       "failed (a copy on bravo), %u went on\n",
+	       (unsigned long long)st.parts_degraded, failed_put, ok_put);
+	rkv_client_destroy(c);
+	rkv_client_destroy(a);
 	env_stop(&v);
 }
 
@@ -1188,6 +1319,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_etcd_killed_under_load);
 	RKV_TEST(t_server_paused);
 	RKV_TEST(t_bad_input);
+	RKV_TEST(t_replicated_map);
 	RKV_TEST(t_join_drain_live);
 	RKV_TEST(t_insert_meets_move);
 	RKV_TEST(t_join_killed);

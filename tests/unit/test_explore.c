@@ -226,6 +226,25 @@ static void t_rmw_rmw_steal(void)
 	x_run(&sc);
 }
 
+/* "T52" and "K" share their fingerprint: A's rmw of the absent K finds
+ * one slot of K's fingerprint, T52's, and locks it with the verify READ
+ * (op_rmw.c rmw_buckets); the block says T52, so A unlocks it and
+ * starts again, verifying first, while B writes and reads T52. */
+static void t_fp_twin_lock(void)
+{
+	static const struct x_scenario sc = {
+		.name = "fp_twin_lock", .nclients = 2,
+		.ops = {
+			{ { X_RMW, "K", "+a" }, { X_GET, "T52", NULL } },
+			{ { X_PUT, "T52", "t1" }, { X_GET, "K", NULL } },
+		},
+		.layout_key = "K", .empty = 0x180,
+		.pre = { { "T52", "t0" } },
+		.kill_mask = 1, .max_kills = 1,
+	};
+	x_run(&sc);
+}
+
 /* A dies after any round; the server rebuilds its space; B carries on. */
 static void t_client_dies(void)
 {
@@ -286,6 +305,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_insert_insert_delete);
 	RKV_TEST(t_put_rmw_delete);
 	RKV_TEST(t_rmw_rmw_steal);
+	RKV_TEST(t_fp_twin_lock);
 	RKV_TEST(t_client_dies);
 	RKV_TEST(t_lock_holder_dies);
 	RKV_TEST(t_nearly_full);

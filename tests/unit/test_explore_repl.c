@@ -201,6 +201,26 @@ static void t_repl3_holder_dies(void)
 	x_run(&sc);
 }
 
+/* r=2: a put of the absent K locks T52's slot (same fingerprint) with
+ * its verify READ, unlocks it and starts again; T52 is written beside
+ * it; A may die anywhere. */
+static void t_repl_fp_twin(void)
+{
+	static const struct x_scenario sc = {
+		.name = "repl_fp_twin", .nclients = 2,
+		.ops = {
+			{ { X_PUT, "K", "A1" } },
+			{ { X_PUT, "T52", "t1" }, { X_GET, "K", NULL } },
+		},
+		.layout_key = "K", .empty = 0x180,
+		.pre = { { "T52", "t0" } },
+		.kill_mask = 1, .max_kills = 1,
+		.nservers = 2, .replicas = 2, .sample = 1,
+		.max_runs = 8000, .max_runs_sanitized = 1000,
+	};
+	x_run(&sc);
+}
+
 int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, x_watchdog_s(240, 600));
@@ -210,6 +230,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_repl_del_put_kill);
 	RKV_TEST(t_repl_rmw_steal);
 	RKV_TEST(t_repl_new_key);
+	RKV_TEST(t_repl_fp_twin);
 	RKV_TEST(t_repl3_put_rmw_kill);
 	RKV_TEST(t_repl3_holder_dies);
 	RKV_TEST(x_summary);

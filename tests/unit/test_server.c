@@ -310,11 +310,11 @@ static void t_config_values(void)
 	EXPECT_EQ(rkv_srv_parse_size("17179869184G", &v), -EINVAL);
 
 	EXPECT_EQ(rkv_srv_buckets_for(0), 2);
-	EXPECT_EQ(rkv_srv_buckets_for(12), 2);
-	EXPECT_EQ(rkv_srv_buckets_for(13), 4);
+	EXPECT_EQ(rkv_srv_buckets_for(8), 2);  /* 4 keys a bucket */
+	EXPECT_EQ(rkv_srv_buckets_for(9), 4);
 	EXPECT_EQ(rkv_srv_buckets_for(1000000), 262144);
-	EXPECT_EQ(rkv_srv_buckets_for(6 * 1024), 1024);
-	EXPECT_EQ(rkv_srv_buckets_for(6 * 1024 + 1), 2048);
+	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024), 1024);
+	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024 + 1), 2048);
 }
 
 static int parse(struct rkv_srv_config *cfg, char *err, size_t n, ...)
