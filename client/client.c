@@ -39,6 +39,8 @@ void rkv_client_opts_init(struct rkv_client_opts *opts)
 	opts->cache_entries = 65536;
 	opts->max_value = RKV_VALUE_MAX;
 	opts->gid_index = -1;
+	opts->traffic_class = -1;
+	opts->service_level = -1;
 	opts->secret_file = getenv("RKV_SECRET_FILE");
 	if (opts->secret_file && !*opts->secret_file)
 		opts->secret_file = NULL;
@@ -206,6 +208,9 @@ static int make_engine(struct rkv_client *c)
 	to.device = c->opts.device;
 	to.port = c->opts.port;
 	to.gid_index = c->opts.gid_index;
+	to.mtu = c->opts.mtu;
+	to.traffic_class = c->opts.traffic_class;
+	to.service_level = c->opts.service_level;
 	/* r > 1: a slot's legs post on the backups beside its own rounds
 	 * (and a leg's stale round may still be out) */
 	to.max_send_wr = c->nslots * ROUND_MAX_WR * (c->r > 1 ? 2 : 1) +
@@ -222,6 +227,12 @@ static int make_engine(struct rkv_client *c)
 	rc = rkv_tp_create(&to, &c->eng.tp);
 	if (rc)
 		return rc;
+	if (!rkv_tp_has_atomics(c->eng.tp)) {
+		clog_(c, RKV_LOG_ERROR, "%s reports no remote atomics: rkv "
+		      "needs 8-byte RDMA compare-and-swap and fetch-and-add",
+		      rkv_tp_describe(c->eng.tp));
+		return -EOPNOTSUPP;
+	}
 	return rkv_cq_create(c->eng.tp, c->nslots * ROUND_MAX_WR *
 					(c->r > 1 ? 2 * c->r : 1) +
 					c->peer_cap * (CTRL_SEND_BUFS + CTRL_RECVS) +

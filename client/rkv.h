@@ -110,6 +110,11 @@ struct rkv_client_opts {
 	const char *secret_file;
 	const void *secret;        /* secret_len bytes, copied at create */
 	size_t secret_len;
+	/* appended: verbs QP knobs, as rkv-server's --mtu, --traffic-class
+	 * and --service-level (0, -1, -1: the port's and the path's) */
+	unsigned mtu;
+	int traffic_class;
+	int service_level;
 };
 
 /* Fill opts with defaults; secret_file defaults to $RKV_SECRET_FILE when

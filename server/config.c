@@ -127,6 +127,13 @@ static const struct cfg_row g_rows[] = {
 	  "verbs: device port (0 chooses)" },
 	{ "gid-index", T_I64, FIELD(gid_index), 0, -1, 1023, 0, "-1", "N",
 	  "verbs: GID index (-1 chooses RoCEv2)" },
+	{ "mtu", T_I64, FIELD(mtu), 0, 0, 4096, 0, "0", "BYTES",
+	  "verbs: path MTU of the QPs, 256-4096 (0: the port's active MTU)" },
+	{ "traffic-class", T_I64, FIELD(traffic_class), 0, -1, 255, 0, "-1",
+	  "N", "verbs: traffic class of RoCE v2 packets, DSCP << 2 | ECN "
+	  "(e.g. 106: DSCP 26, ECN capable; -1: the device's)" },
+	{ "service-level", T_I64, FIELD(service_level), 0, -1, 15, 0, "-1",
+	  "N", "verbs: InfiniBand service level of the QPs (-1: the path's)" },
 	{ "metrics", T_STR, FIELD(metrics), CAP(metrics), 0, 0, 0, NULL,
 	  "HOST:PORT",
 	  "serve the counters in Prometheus' text format at "

@@ -269,6 +269,9 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	opts.device = cfg->device[0] ? cfg->device : NULL;
 	opts.port = (int)cfg->port;
 	opts.gid_index = (int)cfg->gid_index;
+	opts.mtu = (unsigned)cfg->mtu;
+	opts.traffic_class = (int)cfg->traffic_class;
+	opts.service_level = (int)cfg->service_level;
 	/* tcp/shm: requests beyond the RECVs posted wait in the transport;
 	 * bound that to --max-inflight + the send buffers' worth, like the
 	 * RECVs themselves (a flooding client then gets RNR errors) */
@@ -292,6 +295,15 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	if (rc) {
 		rkv_msgf(why, whylen, "cannot open the %s transport: %s",
 			 rkv_tp_provider_str(a.provider), strerror(-rc));
+		goto err;
+	}
+	if (!rkv_tp_has_atomics(srv->tp)) {
+		rc = -EOPNOTSUPP;
+		rkv_msgf(why, whylen, "%s reports no remote atomics: rkv needs "
+			 "8-byte RDMA compare-and-swap and fetch-and-add (its "
+			 "locks, inserts and counters); use a device or "
+			 "fabric configuration that has them",
+			 rkv_tp_describe(srv->tp));
 		goto err;
 	}
 

@@ -73,6 +73,9 @@ struct rkv_srv_config {
 	char device[RKV_SRV_DEVICE_MAX]; /* verbs device; "" chooses */
 	int64_t port;                   /* verbs port; 0 chooses */
 	int64_t gid_index;              /* verbs GID index; -1 chooses */
+	int64_t mtu;                    /* verbs path MTU; 0: the port's */
+	int64_t traffic_class;          /* verbs RoCE v2 DSCP|ECN; -1 */
+	int64_t service_level;          /* verbs IB SL; -1 */
 	int64_t log_level;              /* enum rkv_log_level */
 	uint64_t max_handshakes;        /* tcp/shm: 0 = from the fd limit */
 	uint64_t max_handshakes_peer;   /* tcp: per peer address */

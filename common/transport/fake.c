@@ -96,6 +96,7 @@ static struct {
 	rkv_fake_msg_fn msg_fn;
 	void *msg_arg;
 	unsigned conn_seq;
+	int no_atomics;
 } g_fake;
 
 /* ------------------------------------------------------------ helpers */
@@ -521,9 +522,10 @@ static int fake_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	if (!tp)
 		return -ENOMEM;
 	tp->tag = g_fake.next_tag;
-	tp->base.has_atomics = 1;
+	tp->base.has_atomics = !g_fake.no_atomics;
 	snprintf(tp->base.describe, sizeof(tp->base.describe),
-		 "fake (deterministic, single-threaded)");
+		 "fake (deterministic, single-threaded%s)",
+		 g_fake.no_atomics ? ", no atomics" : "");
 	g_fake.live++;
 	*out = &tp->base;
 	return 0;
@@ -823,6 +825,11 @@ static void fake_ep_destroy(struct rkv_ep *bep)
 }
 
 /* -------------------------------------------------------- test control */
+
+void rkv_fake_set_no_atomics(int on)
+{
+	g_fake.no_atomics = on;
+}
 
 void rkv_fake_set_next_tag(void *tag)
 {

@@ -49,6 +49,10 @@ extern "C" {
  * messages report it, rkv_fake_kill() selects by it. */
 void rkv_fake_set_next_tag(void *tag);
 
+/* Contexts created from now on report no remote atomics (as a fabric
+ * without them would: rkv_tp_has_atomics 0) when on. */
+void rkv_fake_set_no_atomics(int on);
+
 /* A queued one-sided chain. */
 struct rkv_fake_chain {
 	uint64_t id;            /* unique, increasing in posting order */

@@ -99,6 +99,8 @@ void rkv_tp_opts_init(struct rkv_tp_opts *opts)
 	opts->shm_mode = 0600;
 	opts->shm_gid = -1;
 	opts->log_min = RKV_LOG_WARN;
+	opts->traffic_class = -1;
+	opts->service_level = -1;
 }
 
 /* Parse "HOST:PORT" or "[V6]:PORT" into out. */
@@ -554,6 +556,14 @@ int rkv_ep_grant(struct rkv_ep *ep, enum rkv_grant grant)
 	if (!ep || (unsigned)grant > RKV_GRANT_WRITE)
 		return -EINVAL;
 	return ep->tp->ops->ep_grant ? ep->tp->ops->ep_grant(ep, grant) : 0;
+}
+
+int rkv_ep_path(struct rkv_ep *ep, struct rkv_ep_path *out)
+{
+	if (!ep || !out)
+		return -EINVAL;
+	return ep->tp->ops->ep_path ? ep->tp->ops->ep_path(ep, out)
+				    : -EOPNOTSUPP;
 }
 
 enum rkv_ep_state rkv_ep_state(const struct rkv_ep *ep)

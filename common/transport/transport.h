@@ -211,6 +211,15 @@ struct rkv_tp_opts {
 	rkv_log_fn log_fn;
 	void *log_arg;
 	enum rkv_log_level log_min;
+	/* appended.  verbs, set on every QP at RTR (other providers ignore
+	 * them): mtu, the path MTU in bytes (256, 512, 1024, 2048 or 4096;
+	 * 0, the default: the port's active MTU; more than it: -EINVAL at
+	 * create); traffic_class, the IP header's DSCP and ECN bits of
+	 * RoCE v2 packets, 0-255 (-1, the default: the device's); and
+	 * service_level, the InfiniBand SL, 0-15 (-1: rdma_cm's). */
+	unsigned mtu;
+	int traffic_class;
+	int service_level;
 };
 
 /* Fill opts with defaults. */
@@ -421,6 +430,16 @@ const char *rkv_grant_str(enum rkv_grant g);
  * Any thread.  Returns 0 or -EINVAL.
  */
 int rkv_ep_grant(struct rkv_ep *ep, enum rkv_grant grant);
+
+/* What the endpoint's QP runs with, read back from the device (verbs:
+ * ibv_query_qp): path MTU in bytes, traffic class, service level.
+ * Returns 0, -EOPNOTSUPP (a provider without QPs), -EIO. */
+struct rkv_ep_path {
+	unsigned mtu;
+	unsigned traffic_class;
+	unsigned service_level;
+};
+int rkv_ep_path(struct rkv_ep *ep, struct rkv_ep_path *out);
 
 enum rkv_ep_state {
 	RKV_EP_CONNECTED = 0,

@@ -65,6 +65,8 @@ struct rkv_tp_ops {
 			 struct rkv_recv_wr **bad);
 	/* NULL: rkv_ep_grant is a no-op. */
 	int (*ep_grant)(struct rkv_ep *ep, enum rkv_grant grant);
+	/* NULL: rkv_ep_path returns -EOPNOTSUPP. */
+	int (*ep_path)(struct rkv_ep *ep, struct rkv_ep_path *out);
 };
 
 /*
@@ -88,7 +90,7 @@ struct rkv_tp {
 	struct rkv_tp_sink log;   /* from opts (rkv_tp_create; verbs_create sets
 				   * it at once, for its own messages) */
 	int has_atomics;
-	char describe[192];
+	char describe[256];
 	char gpu_why[256];        /* why the last GPU alloc/reg failed */
 };
 

@@ -157,6 +157,71 @@ static int query_gid(struct verbs_tp *vt, int idx, union ibv_gid *gid,
 	return 0;
 }
 
+static int mtu_bytes(int m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
+
+/*
+ * The QP knobs of o, checked against the port: vt->path_mtu,
+ * traffic_class and service_level, and their part of the description
+ * (link layer, MTU, traffic class, SL).  -EINVAL with a line on a bad
+ * value: an MTU that is no IB MTU or above the port's active one, a
+ * traffic class above 255, an SL above 15.
+ */
+static int choose_knobs(struct verbs_tp *vt, const struct rkv_tp_opts *o,
+			const struct ibv_port_attr *pa, char *desc, size_t len)
+{
+	const char *dev = ibv_get_device_name(vt->ctx->device);
+	int eth = pa->link_layer == IBV_LINK_LAYER_ETHERNET, mtu = 0;
+
+	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
+		if (o->mtu && (unsigned)mtu_bytes(m) == o->mtu)
+			mtu = m;
+	if (o->mtu && !mtu) {
+		verbs_log(&vt->base, RKV_LOG_ERROR,
+			  "mtu %u: an InfiniBand MTU is 256, 512, 1024, 2048 or 4096",
+			  o->mtu);
+		return -EINVAL;
+	}
+	if (mtu > (int)pa->active_mtu) {
+		verbs_log(&vt->base, RKV_LOG_ERROR,
+			  "mtu %u: %s port %u runs an active MTU of %d (its netdev's MTU bounds it on RoCE)",
+			  o->mtu, dev, vt->port, mtu_bytes(pa->active_mtu));
+		return -EINVAL;
+	}
+	if (o->traffic_class > 255 || o->service_level > 15) {
+		verbs_log(&vt->base, RKV_LOG_ERROR, "%s",
+			  o->traffic_class > 255 ?
+				  "traffic class: 0-255 (DSCP << 2 | ECN)" :
+				  "service level: 0-15");
+		return -EINVAL;
+	}
+	vt->path_mtu = mtu;
+	vt->traffic_class = o->traffic_class < 0 ? -1 : o->traffic_class;
+	vt->service_level = o->service_level < 0 ? -1 : o->service_level;
+	if (eth && vt->service_level >= 0) {
+		/* RoCE has no SL: its priority is the traffic class's DSCP
+		 * (or the VLAN's PCP, which the netdev sets) */
+		verbs_log(&vt->base, RKV_LOG_WARN,
+			  "service level %d: %s port %u is Ethernet (RoCE), which has no service level; ignored (set the priority with the traffic class)",
+			  vt->service_level, dev, vt->port);
+		vt->service_level = -1;
+	}
+	snprintf(desc, len, ", %s, mtu %d%s", eth ? "Ethernet" : "InfiniBand",
+		 mtu_bytes(mtu ? mtu : (int)pa->active_mtu),
+		 mtu ? "" : " (port's)");
+	if (vt->traffic_class >= 0)
+		snprintf(desc + strlen(desc), len - strlen(desc),
+			 ", traffic class %d (DSCP %d, ECN %d)",
+			 vt->traffic_class, vt->traffic_class >> 2,
+			 vt->traffic_class & 3);
+	if (vt->service_level >= 0)
+		snprintf(desc + strlen(desc), len - strlen(desc), ", SL %d",
+			 vt->service_level);
+	return 0;
+}
+
 /* Sets vt->gid_index and the GID part of the description. */
 static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 		      const struct ibv_port_attr *pa, char *desc, size_t len)
@@ -399,6 +464,11 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 		goto fail;
 	rc = choose_gid(vt, o, &pa, vt->base.describe,
 			sizeof(vt->base.describe));
+	if (!rc)
+		rc = choose_knobs(vt, o, &pa,
+				  vt->base.describe + strlen(vt->base.describe),
+				  sizeof(vt->base.describe) -
+					  strlen(vt->base.describe));
 	if (rc)
 		goto fail;
 	vt->max_msg_sz = pa.max_msg_sz;
@@ -460,4 +530,5 @@ const struct rkv_tp_ops rkv_tp_verbs_ops = {
 	.ep_destroy = rkv_verbs_ep_destroy,
 	.post = verbs_post,
 	.post_recv = verbs_post_recv,
+	.ep_path = rkv_verbs_ep_path,
 };

@@ -76,6 +76,11 @@ struct verbs_tp {
 	uint8_t min_rnr_timer;     /* IB encoding, see rnr_timer_code() */
 	uint8_t rd_atomic;         /* responder resources we offer */
 	uint8_t init_depth;        /* READ/atomics we keep in flight */
+	/* QP knobs (rkv_tp_opts): path MTU (enum ibv_mtu, 0: rdma_cm's),
+	 * traffic class and SL (-1: rdma_cm's) */
+	int path_mtu;
+	int traffic_class;
+	int service_level;
 	pthread_mutex_t mr_lock;   /* protects mr_tab */
 	struct verbs_mr *mr_tab[VERBS_MR_BUCKETS];
 	atomic_uint mr_gen;        /* bumped on every dereg (never 0) */
@@ -175,6 +180,7 @@ int rkv_verbs_ep_setup_qp(struct verbs_ep *ep);
 int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state);
 /* Out of the CQ table, destroy the QP, free rings and scratch. */
 void rkv_verbs_ep_fini_qp(struct verbs_ep *ep);
+int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out);
 
 /* verbs_post.c: the datapath (the ops of those names) */
 int verbs_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);

@@ -93,15 +93,16 @@ static void dump_qp(struct verbs_ep *ep)
 				 IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
 				 IBV_QP_MAX_QP_RD_ATOMIC |
 				 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MTU |
-				 IBV_QP_ACCESS_FLAGS,
+				 IBV_QP_ACCESS_FLAGS | IBV_QP_AV,
 			 &ia) == 0)
 		verbs_log(ep->base.tp, RKV_LOG_DEBUG,
-			  "QP 0x%x -> 0x%x: state %d timeout %u retry %u rnr_retry %u min_rnr_timer %u rd_atomic %u/%u mtu %d access 0x%x",
+			  "QP 0x%x -> 0x%x: state %d timeout %u retry %u rnr_retry %u min_rnr_timer %u rd_atomic %u/%u mtu %d access 0x%x traffic_class %u sl %u",
 			  ep->qp_num, qa.dest_qp_num, (int)qa.qp_state,
 			  qa.timeout, qa.retry_cnt, qa.rnr_retry,
 			  qa.min_rnr_timer, qa.max_rd_atomic,
 			  qa.max_dest_rd_atomic, (int)qa.path_mtu,
-			  (unsigned)qa.qp_access_flags);
+			  (unsigned)qa.qp_access_flags,
+			  qa.ah_attr.grh.traffic_class, qa.ah_attr.sl);
 }
 
 /*
@@ -139,6 +140,15 @@ int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state)
 	case IBV_QPS_RTR:
 		qa.min_rnr_timer = vt->min_rnr_timer;
 		mask |= IBV_QP_MIN_RNR_TIMER;
+		/* the fabric knobs over rdma_cm's path (which it put in
+		 * qa.ah_attr and path_mtu with IBV_QP_AV | IBV_QP_PATH_MTU) */
+		if (vt->path_mtu)
+			qa.path_mtu = (enum ibv_mtu)vt->path_mtu;
+		if (vt->traffic_class >= 0)
+			qa.ah_attr.grh.traffic_class =
+				(uint8_t)vt->traffic_class;
+		if (vt->service_level >= 0)
+			qa.ah_attr.sl = (uint8_t)vt->service_level;
 		if (ep->resp_res)
 			qa.max_dest_rd_atomic = ep->resp_res;
 		break;
@@ -163,6 +173,23 @@ int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state)
 	if (state == IBV_QPS_RTS &&
 	    rkv_tp_sink_wants(&vt->base.log, RKV_LOG_DEBUG))
 		dump_qp(ep);
+	return 0;
+}
+
+int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out)
+{
+	struct verbs_ep *ep = container_of(e, struct verbs_ep, base);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	memset(&qa, 0, sizeof(qa));
+	if (!ep->qp ||
+	    ibv_query_qp(ep->qp, &qa, IBV_QP_PATH_MTU | IBV_QP_AV, &ia))
+		return -EIO;
+	out->mtu = qa.path_mtu >= IBV_MTU_256 && qa.path_mtu <= IBV_MTU_4096 ?
+			   128u << qa.path_mtu : 0;
+	out->traffic_class = qa.ah_attr.grh.traffic_class;
+	out->service_level = qa.ah_attr.sl;
 	return 0;
 }
 

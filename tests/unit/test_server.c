@@ -369,6 +369,22 @@ static void t_config_parse(void)
 	EXPECT_EQ(cfg.gid_index, 3);
 	EXPECT_EQ(cfg.log_level, RKV_LOG_WARN);
 
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--mtu", "1024",
+			"--traffic-class", "106", "--service-level", "3", NULL),
+		  0);
+	EXPECT_EQ(cfg.mtu, 1024);
+	EXPECT_EQ(cfg.traffic_class, 106);
+	EXPECT_EQ(cfg.service_level, 3);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), NULL), 0);
+	EXPECT_EQ(cfg.mtu, 0);
+	EXPECT_EQ(cfg.traffic_class, -1);
+	EXPECT_EQ(cfg.service_level, -1);
+	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--traffic-class", "256",
+			  NULL) != 0);
+	EXPECT_TRUE(strstr(err, "traffic-class") != NULL);
+	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--service-level", "16",
+			  NULL) != 0);
+	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--mtu", "8192", NULL) != 0);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "100", NULL), 0);
 	EXPECT_EQ(cfg.nbuckets, 32);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--help", NULL), 1);
