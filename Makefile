@@ -464,6 +464,7 @@ bench: deps
 	@bash bench/run-python.sh $(O)
 	@bash bench/run-idle.sh $(O)
 	@bash bench/run-repl.sh $(O)
+	@bash bench/run-mem.sh $(O)
 
 fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)

@@ -53,17 +53,9 @@ idle_pct() {
 
 # start_rkv ADDR: PID in RPID, bound address in RADDR
 start_rkv() {
-  RKV_SHM_DIR=$tmp/shm "$SRV" --listen "$1" --buckets 16 >"$tmp/rkv.out" \
-    2>"$tmp/rkv.err" &
-  RPID=$!
-  PIDS+=("$RPID")
-  for _ in $(seq 1 100); do
-    RADDR=$(awk '/listening on/ {print $NF}' "$tmp/rkv.out")
-    [ -n "$RADDR" ] && return 0
-    kill -0 "$RPID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "run-idle: rkv-server did not start: $(tail -1 "$tmp/rkv.err")" >&2
+  RKV_SHM_DIR=$tmp/shm start_rkv_server "$tmp/rkv.out" --listen "$1" \
+    --buckets 16 && return 0
+  echo "run-idle: rkv-server did not start: $RKV_WHY" >&2
   return 1
 }
 

@@ -83,21 +83,13 @@ trap 'exit 130' INT TERM
 # start_rkv LISTEN LOG: start an rkv-server; set ADDR to its address.
 # (Runs in this shell, not in $(...), so its PID stays in PIDS.)
 start_rkv() {
-  local listen=$1 log=$2 i addr
-  "$SRV" --listen "$listen" --capacity $((RECORDS * 2 + 100000)) \
-    --memory 1G >"$log.out" 2>"$log.err" &
-  PIDS+=($!)
-  for i in $(seq 1 100); do
-    addr=$(sed -n 's/^rkv-server: listening on //p' "$log.out")
-    if [ -n "$addr" ]; then
-      ADDR=$addr
-      return 0
-    fi
-    kill -0 "${PIDS[-1]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "run-ycsb: rkv-server --listen $listen did not start:" >&2
-  tail -5 "$log.err" >&2
+  if start_rkv_server "$2.out" --listen "$1" \
+    --capacity $((RECORDS * 2 + 100000)) --memory 1G; then
+    ADDR=$RADDR
+    return 0
+  fi
+  echo "run-ycsb: rkv-server --listen $1 did not start:" >&2
+  tail -5 "$2.out.err" >&2
   return 1
 }
 

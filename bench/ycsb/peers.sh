@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-# peers.sh - sourced by bench/run-ycsb.sh and bench/ycsb/selftest.sh:
-# start a peer store (redis-server, memcached) on a free loopback port.
+# peers.sh - sourced by bench/run-ycsb.sh, run-idle.sh, run-mem.sh and
+# bench/ycsb/selftest.sh: start a peer store (redis-server, memcached) on a
+# free loopback port, or an rkv-server.
 # The caller owns a PIDS array (the started PIDs are appended to it).
 
 # A port nothing listens on (checked by connecting to it), below the
@@ -53,6 +54,27 @@ start_peer() {
     wait "$pid" 2>/dev/null
     PEER_WHY+="try $try on port $PORT: $(tail -2 "$log" | tr '\n' ' ')"$'\n'
   done
+  return 1
+}
+
+# start_rkv_server OUT ARGS...: runs $SRV (an rkv-server) with ARGS in the
+# background, stdout in OUT and stderr in OUT.err, until it says where it
+# listens.  Sets RPID (appended to PIDS) and RADDR, its bound address;
+# when it died or said nothing for 10 s, returns 1 with its last error
+# line in RKV_WHY.  Run it in this shell, not in $(...).
+start_rkv_server() {
+  local out=$1
+  shift
+  "$SRV" "$@" >"$out" 2>"$out.err" &
+  RPID=$!
+  PIDS+=("$RPID")
+  for _ in $(seq 1 100); do
+    RADDR=$(sed -n 's/^rkv-server: listening on //p' "$out")
+    [ -n "$RADDR" ] && return 0
+    kill -0 "$RPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  RKV_WHY=$(tail -1 "$out.err")
   return 1
 }
 
