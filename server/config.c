@@ -522,6 +522,10 @@ void rkv_srv_config_usage(FILE *out, const char *prog)
 	fprintf(out, "  %-24s %s\n", "-h, --help", "this text");
 	fprintf(out, "  %-24s %s\n", "--version",
 		"the release, protocol and providers");
+	fprintf(out, "  %-24s %s\n", "--check-fabric",
+		"report what breaks RDMA here (device, port, atomics, GID "
+		"type, MTU, memlock, PFC/ECN) for the --device/--port/"
+		"--gid-index/--mtu/--memory given, one line each, and exit");
 	fprintf(out, "\nOn start it prints its configuration to stderr and, "
 		     "when ready, one line\n\"rkv-server: listening on ADDR\" "
 		     "to stdout.  SIGINT or SIGTERM stop it.\n");
@@ -530,7 +534,7 @@ void rkv_srv_config_usage(FILE *out, const char *prog)
 int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 			 FILE *out, char *err, size_t errlen)
 {
-	struct option opts[NROWS + 3];
+	struct option opts[NROWS + 4];
 	int c, rc;
 
 	for (size_t i = 0; i < NROWS; i++) {
@@ -541,7 +545,9 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 	}
 	opts[NROWS] = (struct option){ "help", no_argument, NULL, 'h' };
 	opts[NROWS + 1] = (struct option){ "version", no_argument, NULL, 'V' };
-	opts[NROWS + 2] = (struct option){ NULL, 0, NULL, 0 };
+	opts[NROWS + 2] = (struct option){ "check-fabric", no_argument, NULL,
+					   'F' };
+	opts[NROWS + 3] = (struct option){ NULL, 0, NULL, 0 };
 
 	optind = 0; /* glibc: full reinitialisation, so tests can reparse */
 	opterr = 0;
@@ -549,6 +555,10 @@ int rkv_srv_config_parse(struct rkv_srv_config *cfg, int argc, char **argv,
 		if (c == 'h') {
 			rkv_srv_config_usage(out, argv[0]);
 			return 1;
+		}
+		if (c == 'F') {
+			cfg->check_fabric = 1;
+			continue;
 		}
 		if (c == 'V')
 			return rkv_version_print("rkv-server",

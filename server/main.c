@@ -156,6 +156,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rkv_log_set_level((enum rkv_log_level)cfg.log_level);
+	if (cfg.check_fabric) {
+		rkv_srv_wipe_secrets(&cfg);
+		return rkv_srv_check_fabric(&cfg, stdout);
+	}
 	if (cfg.data_gpu >= 0) {
 		struct rkv_srv_datamem *dm = NULL;
 

@@ -76,6 +76,7 @@ struct rkv_srv_config {
 	int64_t mtu;                    /* verbs path MTU; 0: the port's */
 	int64_t traffic_class;          /* verbs RoCE v2 DSCP|ECN; -1 */
 	int64_t service_level;          /* verbs IB SL; -1 */
+	int check_fabric;               /* --check-fabric: report, exit */
 	int64_t log_level;              /* enum rkv_log_level */
 	uint64_t max_handshakes;        /* tcp/shm: 0 = from the fd limit */
 	uint64_t max_handshakes_peer;   /* tcp: per peer address */
@@ -448,6 +449,11 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 void rkv_srv_log_start(const struct rkv_srv *srv);
 /* Close every connection and free everything.  Accepts NULL. */
 void rkv_srv_destroy(struct rkv_srv *srv);
+
+/* --check-fabric (fabric.c): what this host's RDMA fabric looks like to a
+ * server of cfg, one line each on out, the count last; 0, or 2 when
+ * something would stop rkv. */
+int rkv_srv_check_fabric(const struct rkv_srv_config *cfg, FILE *out);
 /* The bound address, with the real port. */
 const char *rkv_srv_addr(const struct rkv_srv *srv);
 /* Its name in the cluster map (--name, or derived from the address). */

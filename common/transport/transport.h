@@ -226,6 +226,26 @@ struct rkv_tp_opts {
 void rkv_tp_opts_init(struct rkv_tp_opts *opts);
 
 /*
+ * What this host's RDMA fabric looks like to rkv (`rkv-server
+ * --check-fabric`): one call of fn per finding, each a line with what to
+ * do (no device, a port not ACTIVE, no remote atomics, RoCE v1 GIDs, an
+ * RDMA MTU below what the netdev carries, --mtu above the port's).
+ * opts' device, port, gid_index and mtu narrow it as rkv_tp_create would.
+ * The first RoCE port's netdev goes to netdev (may be NULL).  Changes
+ * nothing.  Returns 0.
+ */
+enum rkv_check_level {
+	RKV_CHECK_OK,
+	RKV_CHECK_INFO,
+	RKV_CHECK_WARN,
+	RKV_CHECK_ERROR,
+};
+typedef void (*rkv_tp_check_fn)(enum rkv_check_level level, const char *line,
+				void *arg);
+int rkv_tp_check_fabric(const struct rkv_tp_opts *opts, rkv_tp_check_fn fn,
+			void *arg, char *netdev, size_t ndlen);
+
+/*
  * Open a transport context of opts->provider (RKV_TP_AUTO resolves now:
  * rkv_tp_provider() tells which was picked).  Forcing a provider that is not
  * available is an error (-ENODEV verbs without a device), never a fallback.

@@ -46,6 +46,8 @@ else
 	echo "# $O/tests/conformance is not built: conformance-verbs skipped"
 	T_SKIP=$((T_SKIP + 1))
 fi
+# What `rkv-server --check-fabric` says about the guest's device
+tap_run check-fabric "$(bound 120)" bash tests/integration/check_fabric.sh "$O"
 # The KV store on verbs: real rkv-server processes and librkv clients.
 # itest_kv sizes its torture for Soft-RoCE by itself (RKV_TORTURE_OPS overrides)
 for t in "$O"/tests/itest_*; do
