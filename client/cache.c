@@ -121,7 +121,9 @@ static void store(struct rkv_client *c, const struct rkv_key_hash *kh,
 	e->slot_addr = slot_addr;
 	e->slot = slot;
 	e->blk_size = blk_size;
-	e->t_ms = rkv_coarse_ms();
+	e->t_ms = c->eng.pass_ms; /* this pass's start: no later than the
+				   * clock now, so the entry's age is never
+				   * understated */
 	e->info_known = bi != NULL;
 	if (bi)
 		e->info = *bi;
