@@ -13,10 +13,10 @@
  * --get-loop: one thread, N synchronous rkv_get calls cycling over H hot
  * keys (default 16, values of 1024 bytes unless --value-size), every one
  * with its location cached (a warm-up pass reads each key twice first).
- * Each get is timed alone; the same loop with the rkv_get call replaced
- * by nothing (a compiler barrier) is timed too, and its p50 is the
- * harness's own cost (two clock reads, the histogram): the store's figure
- * is the get's p50 less the harness's.
+ * Each get is timed alone (every sample kept: exact percentiles); the same
+ * loop with the rkv_get call replaced by nothing (a compiler barrier) is
+ * timed too, and its p50 is the harness's own cost (two clock reads, a
+ * store): the store's figure is the get's p50 less the harness's.
  *
  * A progress line is printed every second on a terminal (or with
  * --progress).  Not a test: figures depend on the machine.
@@ -81,6 +81,27 @@ static void usage(FILE *f)
 		   "       rkv-bench-kv --help | --version\n");
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sort the n samples of s; set quantiles 0.5 and 0.99 and the mean. */
+static void quantiles(uint32_t *s, uint64_t n, uint64_t *p50, uint64_t *p99,
+		      double *mean)
+{
+	double sum = 0;
+
+	qsort(s, n, sizeof(*s), cmp_u32);
+	for (uint64_t i = 0; i < n; i++)
+		sum += s[i];
+	*p50 = s[(n - 1) / 2];
+	*p99 = s[(n - 1) * 99 / 100];
+	*mean = sum / (double)n;
+}
+
 /* The hot keys' names: key<10 digits>, as the mixed run's. */
 static int hot_key(char *k, size_t cap, uint64_t i)
 {
@@ -100,13 +121,14 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 	char (*keys)[32] = calloc(hot, sizeof(*keys));
 	int *klen = calloc(hot, sizeof(*klen));
 	char *val = malloc(vsize), buf[4096];
-	struct rkv_hist hg, hh;
+	uint32_t *smp = malloc(n * sizeof(*smp));
 	struct rkv_client_stats st;
-	uint64_t errs = 0, t0, t1;
+	uint64_t errs = 0, t0, t1, g50, g99, h50, h99;
+	double gmean, hmean;
 	size_t vl;
 	int rc;
 
-	if (!keys || !klen || !val) {
+	if (!keys || !klen || !val || !smp) {
 		fprintf(stderr, "rkv-bench-kv: out of memory\n");
 		return 2;
 	}
@@ -133,8 +155,6 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 			}
 		}
 	rkv_client_stats_reset(c);
-	rkv_hist_init(&hg);
-	rkv_hist_init(&hh);
 	uint64_t start = rkv_now_ns();
 
 	for (uint64_t i = 0, k = 0; i < n; i++) {
@@ -142,7 +162,7 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 		rc = rkv_get(c, keys[k], (size_t)klen[k], buf, sizeof(buf),
 			     &vl);
 		t1 = rkv_now_ns();
-		rkv_hist_add(&hg, t1 - t0);
+		smp[i] = (uint32_t)(t1 - t0 < UINT32_MAX ? t1 - t0 : UINT32_MAX);
 		if (rc || vl != vsize)
 			errs++;
 		if (++k == hot)
@@ -151,19 +171,17 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 	double secs = (double)(rkv_now_ns() - start) / 1e9;
 
 	rkv_client_stats(c, &st);
+	quantiles(smp, n, &g50, &g99, &gmean);
 	/* the harness: the same loop, the get replaced by nothing */
 	for (uint64_t i = 0, k = 0; i < n; i++) {
 		t0 = rkv_now_ns();
 		__asm__ __volatile__("" : : "r"(keys[k]) : "memory");
 		t1 = rkv_now_ns();
-		rkv_hist_add(&hh, t1 - t0);
+		smp[i] = (uint32_t)(t1 - t0 < UINT32_MAX ? t1 - t0 : UINT32_MAX);
 		if (++k == hot)
 			k = 0;
 	}
-	uint64_t g50 = rkv_hist_quantile(&hg, 0.5),
-		 g99 = rkv_hist_quantile(&hg, 0.99),
-		 h50 = rkv_hist_quantile(&hh, 0.5),
-		 h99 = rkv_hist_quantile(&hh, 0.99);
+	quantiles(smp, n, &h50, &h99, &hmean);
 	uint64_t net = g50 > h50 ? g50 - h50 : 0;
 	double rtt = st.get.ops ? (double)st.get.rtts / (double)st.get.ops : 0;
 
@@ -172,8 +190,7 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 	       (unsigned long long)n, (unsigned long long)hot,
 	       (unsigned long long)vsize, secs, servers);
 	printf("get     p50 %llu ns, p99 %llu ns, mean %.0f ns\n",
-	       (unsigned long long)g50, (unsigned long long)g99,
-	       rkv_hist_mean(&hg));
+	       (unsigned long long)g50, (unsigned long long)g99, gmean);
 	printf("harness p50 %llu ns, p99 %llu ns (the loop without the get)\n",
 	       (unsigned long long)h50, (unsigned long long)h99);
 	printf("store   p50 %llu ns (get less harness); RTT/get %.2f; cache "
@@ -200,13 +217,14 @@ static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
 			label, servers, (unsigned long long)n,
 			(unsigned long long)hot, (unsigned long long)vsize,
 			secs, (unsigned long long)g50, (unsigned long long)g99,
-			rkv_hist_mean(&hg), (unsigned long long)h50,
+			gmean, (unsigned long long)h50,
 			(unsigned long long)h99, (unsigned long long)net, rtt,
 			(unsigned long long)st.cache_hits,
 			(unsigned long long)st.cache_misses,
 			(unsigned long long)errs);
 		fclose(jf);
 	}
+	free(smp);
 	free(val);
 	free(klen);
 	free(keys);
@@ -298,7 +316,7 @@ int main(int argc, char **argv)
 		case 'N': no_load = 1; break;
 		case 'P': progress = 1; break;
 		case 'G':
-			if (parse_u64("--get-loop", optarg, 1, 1ull << 40,
+			if (parse_u64("--get-loop", optarg, 1, 100000000,
 				      &get_n))
 				return 2;
 			break;
