@@ -313,6 +313,8 @@ struct opslot {
 	uint32_t old_grant;      /* grant of the block that slot names
 				  * (0: unknown) */
 	int cached;              /* this attempt started from the cache */
+	struct cache_ent *ce;    /* a cached get's entry ... */
+	uint32_t ce_gen;         /* ... and its gen then (cache_hit) */
 	struct newblk nb;
 	struct ins_state ins;
 	struct rmw_state rmw;

@@ -154,12 +154,17 @@ int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 	return 0;
 }
 
+void (*g_rkv_key_hash_hook)(const void *key, size_t key_len,
+			   struct rkv_key_hash *out);
+
 void rkv_key_hash(const void *key, size_t key_len, struct rkv_key_hash *out)
 {
 	out->h1 = rkv_hash64_prep(&g_seed_b1, key, key_len);
 	out->h2 = rkv_hash64_prep(&g_seed_b2, key, key_len);
 	out->route = rkv_hash64_prep(&g_seed_route, key, key_len);
 	out->fp = (unsigned)(out->h1 >> 56);
+	if (__builtin_expect(g_rkv_key_hash_hook != NULL, 0))
+		g_rkv_key_hash_hook(key, key_len, out);
 }
 
 void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,
