@@ -423,9 +423,12 @@ void ops_space_ready(void *client, struct space *sp)
 {
 	struct rkv_client *c = client;
 
-	for (unsigned i = 0; i < c->nslots; i++) {
+	for (unsigned i = 0, left = c->inflight; left && i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
 
+		if (o->state == OP_FREE)
+			continue;
+		left--;
 		if (o->state == OP_WAIT_SPACE && o->sp == sp)
 			space_ready(o);
 		else if (o->state == OP_IO && o->step == REPL_INSTALL)
@@ -482,9 +485,14 @@ void ops_run(void *client, uint64_t *now_ms)
 {
 	struct rkv_client *c = client;
 
-	for (unsigned i = 0; i < c->nslots; i++) {
+	/* c->inflight slots are taken: stop after the last of them (one
+	 * synchronous call looks at one slot, not max_inflight) */
+	for (unsigned i = 0, left = c->inflight; left && i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
 
+		if (o->state == OP_FREE)
+			continue;
+		left--;
 		if (o->state == OP_START) {
 			op_start(o);
 		} else if (o->state == OP_IO && o->step == REPL_INSTALL) {
