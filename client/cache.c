@@ -209,9 +209,8 @@ static void drop(struct rkv_client *c, const struct rkv_key_hash *kh,
 }
 
 void cache_drop_at(struct rkv_client *c, const struct rkv_key_hash *kh,
-		   const void *key, size_t key_len, unsigned server)
+		   size_t key_len, unsigned server)
 {
-	(void)key;
 	drop(c, kh, key_len, server + 1);
 }
 

@@ -228,7 +228,7 @@ void cache_store_at(struct rkv_client *c, const struct rkv_key_hash *kh,
 		    unsigned pos, uint64_t slot_addr, uint64_t slot,
 		    uint32_t blk_size, const struct blk_info *bi);
 void cache_drop_at(struct rkv_client *c, const struct rkv_key_hash *kh,
-		   const void *key, size_t key_len, unsigned server);
+		   size_t key_len, unsigned server);
 /* Forget every entry of server si (it reconnected: new regions). */
 void cache_drop_server(struct rkv_client *c, unsigned si);
 
