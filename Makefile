@@ -36,8 +36,9 @@
 # with -I for exactly these, so a forbidden #include "x.h" does not
 # compile; tools/check-deps.sh reads these lines and fails on any include
 # outside them, "../dir/x.h" paths too.  proto uses xxh3 for block
-# checksums and key hashes (the remote layout), header-only: common/hash.h
-# and nothing else of common, no link dependency.  Nothing depends on
+# checksums and key hashes (the remote layout): common/hash.h and nothing
+# else of common; it links common/hash.o's prepared seeds (every program
+# linking librkv_proto.a links librkv_common.a after it).  Nothing depends on
 # server or client except tools, bench, examples and tests.  The parameter
 # server (client/ps, part of librkv) sees of the KV core only its public
 # header and the extension point, rkv_ext.h; the core never sees it.

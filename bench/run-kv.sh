@@ -6,9 +6,10 @@
 #   bench/run-kv.sh BUILD_DIR
 #
 # For tcp and shm: starts one rkv-server (by PID, stopped on exit), loads
-# BENCH_KV_KEYS keys of 1000 bytes, then runs rkv-bench-kv twice: latency
-# (one operation in flight: gets only, then puts only) and throughput (a
-# 70/20/10 get/put/rmw mix with 16 in flight).  Writes
+# BENCH_KV_KEYS keys of 1000 bytes, then runs rkv-bench-kv: latency
+# (one operation in flight: gets only, then puts only), throughput (a
+# 70/20/10 get/put/rmw mix with 16 in flight) and the cached get alone
+# (--get-loop: BENCH_KV_GETS synchronous gets of 16 hot 1 KB keys).  Writes
 # bench/results/kv-<DATE>.md.  The verbs figures (get with the location
 # cached beside perftest ib_read_lat) come from bench/guest-bench.sh.
 set -u
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.." || exit 2
 BIN=$O/bin
 KEYS=${BENCH_KV_KEYS:-50000}
 SECS=${BENCH_KV_SECONDS:-5}
+GETS=${BENCH_KV_GETS:-1000000}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/kv-$DATE.md
@@ -69,6 +71,8 @@ for prov in tcp shm; do
       --seconds "$SECS" --mix 0:100:0:0 --inflight 1 --no-load --label "$prov-put"
     timeout 300 "$BIN/rkv-bench-kv" --servers "$addr" --keys "$KEYS" \
       --seconds "$SECS" --mix 70:20:10:0 --inflight 16 --no-load --label "$prov-mix"
+    timeout 300 "$BIN/rkv-bench-kv" --servers "$addr" --get-loop "$GETS" \
+      --hot 16 --label "$prov-get-loop"
     echo '```'
     echo
   } 2>&1 | tee -a "$MD"

@@ -72,7 +72,7 @@ static int all_done(const struct rkv_client *c)
 /* Occupy slot o with op. */
 static void slot_take(struct rkv_client *c, struct opslot *o,
 		      struct rkv_op *op, const struct op_kind *k,
-		      struct rkv_ext_op *x, struct cgpu *d)
+		      struct rkv_ext_op *x, struct cgpu *d, int timed)
 {
 	o->op = op;
 	o->kind = k;
@@ -82,7 +82,8 @@ static void slot_take(struct rkv_client *c, struct opslot *o,
 		x->split = 0;
 	o->d = d;
 	o->state = OP_START;
-	o->t_start_ns = rkv_now_ns();
+	o->timed = timed;
+	o->t_start_ns = timed ? rkv_now_ns() : 0;
 	op->status = -EINPROGRESS;
 	op->rtts = 0;
 	c->inflight++;
@@ -102,7 +103,7 @@ int client_submit(struct rkv_client *c, struct rkv_op *op,
 	o = slot_get(c);
 	if (!o)
 		return -EAGAIN;
-	slot_take(c, o, op, k, x, NULL);
+	slot_take(c, o, op, k, x, NULL, 1);
 	return 0;
 }
 
@@ -240,10 +241,11 @@ void client_idle(struct rkv_client *c, int progressed)
 
 /* Run the ops to completion (they must all fit in free slots), of kind
  * k (NULL: by their types), extension descriptor x and device staging d
- * (n 1 when either is given). */
+ * (n 1 when either is given); timed: the caller's own ops, whose
+ * latency_ns it may read (else the library's, untimed). */
 static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n,
 		   const struct op_kind *k, struct rkv_ext_op *x,
-		   struct cgpu *d)
+		   struct cgpu *d, int timed)
 {
 	struct opslot *slots[64];
 	size_t i, left;
@@ -273,7 +275,7 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n,
 				return rc;
 			o = slot_get(c);
 		}
-		slot_take(c, o, &ops[i], ki, x, d);
+		slot_take(c, o, &ops[i], ki, x, d, timed);
 		slots[i] = o;
 	}
 
@@ -302,7 +304,7 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n,
 int client_run(struct rkv_client *c, struct rkv_op *op,
 	       const struct op_kind *k, struct rkv_ext_op *x)
 {
-	return run_ops(c, op, 1, k, x, NULL);
+	return run_ops(c, op, 1, k, x, NULL, 1);
 }
 
 int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
@@ -314,7 +316,7 @@ int rkv_get(struct rkv_client *c, const void *key, size_t key_len, void *buf,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL, 0);
 	if (rc)
 		return rc;
 	if (val_len && (op.status == 0 || op.status == -ENOBUFS))
@@ -332,7 +334,7 @@ int rkv_put(struct rkv_client *c, const void *key, size_t key_len,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL, 0);
 	return rc ? rc : op.status;
 }
 
@@ -344,7 +346,7 @@ int rkv_delete(struct rkv_client *c, const void *key, size_t key_len)
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL, 0);
 	return rc ? rc : op.status;
 }
 
@@ -357,7 +359,7 @@ int rkv_rmw(struct rkv_client *c, const void *key, size_t key_len,
 
 	if (!c)
 		return -EINVAL;
-	rc = run_ops(c, &op, 1, NULL, NULL, NULL);
+	rc = run_ops(c, &op, 1, NULL, NULL, NULL, 0);
 	return rc ? rc : op.status;
 }
 
@@ -394,7 +396,7 @@ static int batch(struct rkv_client *c, struct rkv_kv *items, size_t n,
 				ops[i].val_len = it->val_len;
 			}
 		}
-		rc = run_ops(c, ops, m, NULL, NULL, NULL);
+		rc = run_ops(c, ops, m, NULL, NULL, NULL, 0);
 		if (rc)
 			return rc;
 		for (size_t i = 0; i < m; i++) {
@@ -440,7 +442,7 @@ static int dev_get(struct rkv_client *c, const void *key, size_t key_len,
 
 	c->gpu->head = head;
 	c->gpu->head_buf = head_buf;
-	rc = run_ops(c, &op, 1, &op_get, NULL, c->gpu);
+	rc = run_ops(c, &op, 1, &op_get, NULL, c->gpu, 0);
 	c->gpu->head = 0;
 	c->gpu->head_buf = NULL;
 	if (rc)
@@ -487,7 +489,7 @@ int rkv_put_dev(struct rkv_client *c, const void *key, size_t key_len,
 		return -EACCES;
 	rc = gpu_prepare(c, gpu, dev_val, val_len, "rkv_put_dev");
 	if (!rc)
-		rc = run_ops(c, &op, 1, &op_put, NULL, c->gpu);
+		rc = run_ops(c, &op, 1, &op_put, NULL, c->gpu, 0);
 	return rc ? rc : op.status;
 }
 
@@ -504,7 +506,7 @@ int rkv_rmw_dev(struct rkv_client *c, const void *key, size_t key_len,
 		return -EACCES;
 	rc = gpu_prepare(c, gpu, NULL, 0, "rkv_rmw_dev");
 	if (!rc)
-		rc = run_ops(c, &op, 1, &op_rmw, NULL, c->gpu);
+		rc = run_ops(c, &op, 1, &op_rmw, NULL, c->gpu, 0);
 	return rc ? rc : op.status;
 }
 
@@ -541,7 +543,7 @@ int rkv_ext_run(struct rkv_client *c, struct rkv_op *op,
 {
 	if (!c || !op)
 		return -EINVAL;
-	return run_ops(c, op, 1, ext_kind(op, x), x, NULL);
+	return run_ops(c, op, 1, ext_kind(op, x), x, NULL, 1);
 }
 
 void rkv_ext_idle(struct rkv_client *c, int progressed)

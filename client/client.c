@@ -46,7 +46,8 @@ void rkv_client_opts_init(struct rkv_client_opts *opts)
 		opts->secret_file = NULL;
 }
 
-/* The engine's tick hook: each server's space, once per ms. */
+/* The engine's tick hook: each server's space, at most once per coarse
+ * clock tick (engine.c). */
 static void client_tick(void *arg, uint64_t now_ms)
 {
 	struct rkv_client *c = arg;

@@ -37,16 +37,19 @@ struct cgpu {
 				  * op->buf; 0: all to op->buf */
 };
 
-/* Location cache entry (cache.c). */
+/* Location cache entry (cache.c).  A get matches it on h1, key_len and
+ * server (its index came from h2); a write also compares the key bytes. */
 struct cache_ent {
-	char *key;               /* NULL: empty entry */
+	uint64_t h1;             /* the key's first hash */
 	uint16_t key_len;
 	uint16_t server;
 	uint32_t blk_size;
 	uint64_t slot_addr;      /* remote address of the slot word */
-	unsigned pos;            /* position 0..15 */
 	uint64_t slot;           /* slot value last seen */
-	uint64_t t_ms;           /* when it was seen */
+	unsigned pos;            /* position 0..15 */
+	uint32_t gen;            /* bumped whenever key changes hands */
+	uint64_t t_ms;           /* when it was seen (coarse, no later) */
+	char *key;               /* NULL: empty entry */
 	int info_known;          /* info describes the block slot names */
 	struct blk_info info;
 };
@@ -194,11 +197,25 @@ int cache_init(struct rkv_client *c, unsigned n);
 void cache_fini(struct rkv_client *c);
 /* An entry younger than the grace period (trusted to name the key's slot) */
 struct cache_ent *cache_find(struct rkv_client *c, const struct opslot *o);
-/* An entry of any age (a hint: the caller re-checks slot and key) */
+/* An entry of any age whose hash, key length and server match, without
+ * comparing the key bytes: a hint for readers, which re-check the slot
+ * word and the key in the block they READ (the entry may be another key
+ * of the same 64-bit hash: the block's key check refuses it, and
+ * cache_drop then drops it). */
 struct cache_ent *cache_find_any(struct rkv_client *c, const struct opslot *o);
+/* A get through e (cache_find_any at its attempt, e->gen then gen) found
+ * the block at blk (NULL: not in host memory) still named by slot and
+ * holding its key: refresh e without comparing key bytes (the block
+ * proved the key is e's), or store as cache_store if e changed hands
+ * since. */
+void cache_hit(struct rkv_client *c, const struct opslot *o,
+	       struct cache_ent *e, uint32_t gen, uint64_t slot,
+	       uint32_t blk_size, const char *blk);
 /* bi: the block slot names (NULL: unknown) */
 void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi);
+/* Drop the entry that matches o's hash and key length, on any server and
+ * whatever its key bytes (another key's entry is only a lost hint). */
 void cache_drop(struct rkv_client *c, const struct opslot *o);
 /* The same by key and server (a replicated write's legs): grace_ms 0 any
  * age, else trusted within it. */
@@ -211,7 +228,7 @@ void cache_store_at(struct rkv_client *c, const struct rkv_key_hash *kh,
 		    unsigned pos, uint64_t slot_addr, uint64_t slot,
 		    uint32_t blk_size, const struct blk_info *bi);
 void cache_drop_at(struct rkv_client *c, const struct rkv_key_hash *kh,
-		   const void *key, size_t key_len, unsigned server);
+		   size_t key_len, unsigned server);
 /* Forget every entry of server si (it reconnected: new regions). */
 void cache_drop_server(struct rkv_client *c, unsigned si);
 

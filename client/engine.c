@@ -153,11 +153,21 @@ static void flush_all(struct engine *e)
 		link_flush(e->links[i]);
 }
 
+/*
+ * Clocks: one coarse read per pass (a few ns; a CLOCK_MONOTONIC read costs
+ * 20-40 ns, in this VM 41 ns against 12).  The ops date their starts with
+ * it (pass_ms) and read the clock themselves only where they need an end
+ * time after a completion (op_too_slow).  The tick needs a fine clock
+ * (space_tick ages block returns against rkv_now_ms stamps), so it is read
+ * only when the coarse clock has moved since the last tick: at most once a
+ * jiffy instead of once a pass.
+ */
 int eng_progress(struct engine *e)
 {
 	uint64_t now = 0, cnow = rkv_coarse_ms();
 	int n, total = 0;
 
+	e->pass_ms = cnow;
 	if (cnow - e->last_poll_ms > IDLE_POLL_MS) {
 		n = poll_cq(e);
 		if (n < 0)
@@ -173,6 +183,9 @@ int eng_progress(struct engine *e)
 	total += n;
 	if (n)
 		flush_all(e);
+	if (cnow == e->last_tick_pass_ms)
+		return total;
+	e->last_tick_pass_ms = cnow;
 	if (!now)
 		now = rkv_now_ms();
 	if (now != e->last_tick_ms) {

@@ -64,7 +64,8 @@ struct link {
 /* What the layers above run from each progress pass. */
 struct engine_hooks {
 	void (*run)(void *arg, uint64_t *now_ms); /* ops: start, timers */
-	void (*tick)(void *arg, uint64_t now_ms); /* once per ms: control */
+	void (*tick)(void *arg, uint64_t now_ms); /* at most once per
+						   * coarse tick: control */
 	void *arg;
 };
 
@@ -80,7 +81,12 @@ struct engine {
 	unsigned links_failed;      /* link_fail calls, ever */
 	struct engine_hooks hooks;
 	uint64_t last_poll_ms;      /* rkv_coarse_ms of the last CQ poll */
-	uint64_t last_tick_ms;
+	uint64_t pass_ms;           /* rkv_coarse_ms at the start of the
+				     * latest progress pass: a start stamp
+				     * never later than the event it dates
+				     * (never an end time) */
+	uint64_t last_tick_ms;      /* now_ms of the last tick */
+	uint64_t last_tick_pass_ms; /* pass_ms of the last tick */
 	uint64_t idle_t0;           /* rkv_wait: idle since (ns), 0: busy */
 	uint64_t wait_avg_ns;       /* moving average of idle periods */
 	int spin_short;             /* rkv_wait blocks after a short spin */
@@ -106,9 +112,10 @@ void link_queue(struct link *l, struct rkv_wr *first, unsigned n);
  * be posted get their context's unposted(). */
 void link_flush(struct link *l);
 
-/* One progress pass: poll the CQ when idle a while, run the ops, ring
- * every doorbell, poll and dispatch, ring again, tick.  Returns the number
- * of completions or a CQ error. */
+/* One progress pass: read the coarse clock (pass_ms), poll the CQ when
+ * idle a while, run the ops, ring every doorbell, poll and dispatch, ring
+ * again, tick when the coarse clock moved.  Returns the number of
+ * completions or a CQ error. */
 int eng_progress(struct engine *e);
 /* Progress was made: ends an idle period (rkv_wait's spin estimate). */
 void eng_progressed(struct engine *e);

@@ -244,7 +244,9 @@ void op_finish(struct opslot *o, int status)
 		repl_end(o);
 	nb_drop(o);
 	o->op->status = status;
-	o->op->latency_ns = rkv_now_ns() - o->t_start_ns;
+	/* an op of a synchronous call is the library's own: nobody reads
+	 * its latency, so it costs no clock read */
+	o->op->latency_ns = o->timed ? rkv_now_ns() - o->t_start_ns : 0;
 	st->ops++;
 	st->rtts += o->op->rtts;
 	st->retries += o->retries;
@@ -261,12 +263,14 @@ void op_finish(struct opslot *o, int status)
 
 void op_retry(struct opslot *o)
 {
+	uint64_t now = rkv_coarse_ms();
+
 	o->retries++;
-	if (o->retries > MAX_RETRIES || rkv_coarse_ms() > o->deadline_ms) {
+	if (o->retries > MAX_RETRIES || now > o->deadline_ms) {
 		op_finish(o, -ETIMEDOUT);
 		return;
 	}
-	op_attempt(o);
+	op_attempt_at(o, now);
 }
 
 int op_too_slow(const struct opslot *o)
@@ -277,13 +281,18 @@ int op_too_slow(const struct opslot *o)
 
 void op_attempt(struct opslot *o)
 {
+	op_attempt_at(o, rkv_coarse_ms());
+}
+
+void op_attempt_at(struct opslot *o, uint64_t now_ms)
+{
 	o->ncand = 0;
 	o->target = -1;
 	o->hdr_slot = 0;
 	o->rmw.locked = 0;
 	o->cached = 0;
 	o->rmw.release_retry = 0;
-	o->t_round_ms = rkv_coarse_ms();
+	o->t_round_ms = now_ms;
 	if (o->repl.nlegs) {
 		int rc = repl_begin(o);
 
@@ -361,7 +370,9 @@ static void op_start(struct opslot *o)
 	o->part = rkv_map_part(o->kh.route);
 	o->p = &c->peer[c->owner[o->part]];
 	o->sp = &c->space[c->owner[o->part]];
-	o->t_op_ms = rkv_coarse_ms();
+	/* started from ops_run: the pass's clock is fresh (and no later
+	 * than now, so the deadline is never late) */
+	o->t_op_ms = c->eng.pass_ms;
 	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
 	o->retries = 0;
 	o->nb = (struct newblk){ 0 };
@@ -396,7 +407,7 @@ static void op_start(struct opslot *o)
 		o->repl.nlegs = c->r - 1;
 		o->x_try = 0;
 	}
-	op_attempt(o);
+	op_attempt_at(o, o->t_op_ms);
 }
 
 static void space_ready(struct opslot *o)
@@ -412,9 +423,12 @@ void ops_space_ready(void *client, struct space *sp)
 {
 	struct rkv_client *c = client;
 
-	for (unsigned i = 0; i < c->nslots; i++) {
+	for (unsigned i = 0, left = c->inflight; left && i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
 
+		if (o->state == OP_FREE)
+			continue;
+		left--;
 		if (o->state == OP_WAIT_SPACE && o->sp == sp)
 			space_ready(o);
 		else if (o->state == OP_IO && o->step == REPL_INSTALL)
@@ -471,9 +485,14 @@ void ops_run(void *client, uint64_t *now_ms)
 {
 	struct rkv_client *c = client;
 
-	for (unsigned i = 0; i < c->nslots; i++) {
+	/* c->inflight slots are taken: stop after the last of them (one
+	 * synchronous call looks at one slot, not max_inflight) */
+	for (unsigned i = 0, left = c->inflight; left && i < c->nslots; i++) {
 		struct opslot *o = &c->slots[i];
 
+		if (o->state == OP_FREE)
+			continue;
+		left--;
 		if (o->state == OP_START) {
 			op_start(o);
 		} else if (o->state == OP_IO && o->step == REPL_INSTALL) {

@@ -291,7 +291,9 @@ struct opslot {
 	unsigned round_nwr;      /* WRs in the round being built */
 	int err;                 /* first error of the round in flight */
 	unsigned retries;
-	uint64_t t_start_ns, t_op_ms, t_round_ms, deadline_ms;
+	uint64_t t_start_ns;     /* submitted (timed ops only) */
+	uint64_t t_op_ms, t_round_ms, deadline_ms; /* coarse ms */
+	int timed;               /* the caller sees op->latency_ns */
 	struct rkv_key_hash kh;
 	uint64_t b[2];           /* candidate bucket numbers */
 	unsigned part;           /* placement partition (cmap.h) */
@@ -314,6 +316,8 @@ struct opslot {
 	uint32_t old_grant;      /* grant of the block that slot names
 				  * (0: unknown) */
 	int cached;              /* this attempt started from the cache */
+	struct cache_ent *ce;    /* a cached get's entry ... */
+	uint32_t ce_gen;         /* ... and its gen then (cache_hit) */
 	struct newblk nb;
 	struct ins_state ins;
 	struct rmw_state rmw;
@@ -345,6 +349,9 @@ void op_finish(struct opslot *o, int status);
 void op_retry(struct opslot *o);
 /* Start an attempt: reset its state, then the kind's attempt. */
 void op_attempt(struct opslot *o);
+/* op_attempt with now_ms (rkv_coarse_ms, or a stamp no later) as the
+ * start of its first round. */
+void op_attempt_at(struct opslot *o, uint64_t now_ms);
 /* The attempt ran longer than the grace period: what it read may have
  * been freed and reused since. */
 int op_too_slow(const struct opslot *o);

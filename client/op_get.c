@@ -29,8 +29,12 @@ void get_deliver(struct opslot *o, const char *blk, uint32_t size,
 	}
 	if (o->x)
 		o->x->split = 0;
-	cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size,
-		    o->d ? NULL : blk_info_of(&bi, blk, size));
+	if (o->cached)
+		cache_hit(o->c, o, o->ce, o->ce_gen, slot & ~RKV_SLOT_LOCK,
+			  size, o->d ? NULL : blk);
+	else
+		cache_store(o->c, o, pos, slot & ~RKV_SLOT_LOCK, size,
+			    o->d ? NULL : blk_info_of(&bi, blk, size));
 	if (blk_deleted(blk)) {
 		op_finish(o, -ENOENT); /* a tombstone (r > 1) */
 		return;
@@ -56,6 +60,8 @@ void get_attempt(struct opslot *o)
 	if (ce && ce->blk_size <= o->c->op_buf_size - OB_BLOCKS) {
 		o->c->st.cache_hits++;
 		o->cached = 1;
+		o->ce = ce;
+		o->ce_gen = ce->gen;
 		o->slot_pos = ce->pos;
 		o->expect = ce->slot;
 		round_begin(o);
@@ -84,6 +90,7 @@ void get_round(struct opslot *o)
 		return;
 	}
 	cache_drop(o->c, o);
+	o->cached = 0;
 	loc_start(o, 0, 0);
 }
 

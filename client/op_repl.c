@@ -184,7 +184,7 @@ static void word_done(struct leg *l)
 		leg_located(l);
 		return;
 	}
-	cache_drop_at(o->c, &o->kh, o->op->key, o->op->key_len, l->p->idx);
+	cache_drop_at(o->c, &o->kh, o->op->key_len, l->p->idx);
 	l->t_ms = rkv_coarse_ms();
 	leg_read_buckets(l);
 }

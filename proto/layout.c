@@ -7,10 +7,12 @@
  * value.  The device path (client/gpu.c) runs the same three steps, with
  * the checksum computed on the GPU over the same span.
  *
- * xxh3 comes from common/hash.h (rkv_hash64: libxxhash header-only, the
- * same function the server, client and the CUDA kernel's tests use).  That
- * include is proto's one edge into common: a header with no code of its
- * own to link, so librkv_proto.a still needs nothing from librkv_common.a.
+ * xxh3 comes from common/hash.h (libxxhash header-only, the same function
+ * the server, client and the CUDA kernel's tests use).  That include is
+ * proto's one edge into common; its prepared seeds (rkv_hash64_prep: the
+ * secret of each seed derived once, the long loop's fastest variant for
+ * this CPU) live in common/hash.c, so librkv_proto.a links with
+ * librkv_common.a, as every program that uses it does.
  */
 #include "layout.h"
 
@@ -23,10 +25,22 @@
 #define SEED_B2 0xc2b2ae3d27d4eb4full
 #define SEED_ROUTE 0x165667b19e3779f9ull
 
+/* The seeds, prepared before main (read-only after). */
+static struct rkv_hash_seed g_seed_block, g_seed_b1, g_seed_b2, g_seed_route;
+
+__attribute__((constructor)) static void seeds_init(void)
+{
+	rkv_hash_seed_init(&g_seed_block, RKV_BLOCK_SEED);
+	rkv_hash_seed_init(&g_seed_b1, SEED_B1);
+	rkv_hash_seed_init(&g_seed_b2, SEED_B2);
+	rkv_hash_seed_init(&g_seed_route, SEED_ROUTE);
+}
+
 uint64_t rkv_block_checksum(const void *buf, size_t used)
 {
-	return rkv_hash64((const char *)buf + RKV_BLOCK_SUM_OFF,
-			  rkv_block_sum_len(used), RKV_BLOCK_SEED);
+	return rkv_hash64_prep(&g_seed_block,
+			       (const char *)buf + RKV_BLOCK_SUM_OFF,
+			       rkv_block_sum_len(used));
 }
 
 uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
@@ -35,7 +49,10 @@ uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
 	XXH3_state_t st;
 
 	memset(&st, 0, sizeof(st)); /* gcc's maybe-uninitialized */
-	XXH3_64bits_reset_withSeed(&st, RKV_BLOCK_SEED);
+	/* the prepared secret: the digest of XXH3_64bits_reset_withSeed */
+	XXH3_64bits_reset_withSecretandSeed(&st, g_seed_block.secret,
+					    RKV_HASH_SECRET_SIZE,
+					    RKV_BLOCK_SEED);
 	XXH3_64bits_update(&st, (const char *)head + RKV_BLOCK_SUM_OFF,
 			   rkv_block_sum_len(head_len));
 	XXH3_64bits_update(&st, tail, tail_len);
@@ -137,12 +154,17 @@ int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 	return 0;
 }
 
+void (*g_rkv_key_hash_hook)(const void *key, size_t key_len,
+			   struct rkv_key_hash *out);
+
 void rkv_key_hash(const void *key, size_t key_len, struct rkv_key_hash *out)
 {
-	out->h1 = rkv_hash64(key, key_len, SEED_B1);
-	out->h2 = rkv_hash64(key, key_len, SEED_B2);
-	out->route = rkv_hash64(key, key_len, SEED_ROUTE);
+	out->h1 = rkv_hash64_prep(&g_seed_b1, key, key_len);
+	out->h2 = rkv_hash64_prep(&g_seed_b2, key, key_len);
+	out->route = rkv_hash64_prep(&g_seed_route, key, key_len);
 	out->fp = (unsigned)(out->h1 >> 56);
+	if (__builtin_expect(g_rkv_key_hash_hook != NULL, 0))
+		g_rkv_key_hash_hook(key, key_len, out);
 }
 
 void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,

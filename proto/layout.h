@@ -350,6 +350,16 @@ struct rkv_key_hash {
 
 void rkv_key_hash(const void *key, size_t key_len, struct rkv_key_hash *out);
 
+/*
+ * Tests only: when set, rkv_key_hash calls it last with the hashes it
+ * computed, which it may change (two keys given the same hashes, to prove
+ * that the location cache never answers one key with another's value).
+ * NULL, the default, costs one predictable branch.  Set and clear it
+ * only while no client of the process holds a key whose hashes it changes.
+ */
+extern void (*g_rkv_key_hash_hook)(const void *key, size_t key_len,
+				   struct rkv_key_hash *out);
+
 /* The two candidate buckets of a key in a table of nbuckets (power of two).
  * They always differ when nbuckets >= 2. */
 void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,

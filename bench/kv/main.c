@@ -7,6 +7,16 @@
  *   rkv-bench-kv --servers ADDR[,ADDR] [--keys N] [--ops N | --seconds S]
  *                [--mix GET:PUT:RMW:DEL] [--value-size B] [--inflight K]
  *                [--json FILE] [--label TEXT] [--no-load]
+ *   rkv-bench-kv --servers ADDR --get-loop N [--hot H] [--value-size B]
+ *                [--json FILE] [--label TEXT] [--no-load]
+ *
+ * --get-loop: one thread, N synchronous rkv_get calls cycling over H hot
+ * keys (default 16, values of 1024 bytes unless --value-size), every one
+ * with its location cached (a warm-up pass reads each key twice first).
+ * Each get is timed alone (every sample kept: exact percentiles); the same
+ * loop with the rkv_get call replaced by nothing (a compiler barrier) is
+ * timed too, and its p50 is the harness's own cost (two clock reads, a
+ * store): the store's figure is the get's p50 less the harness's.
  *
  * A progress line is printed every second on a terminal (or with
  * --progress).  Not a test: figures depend on the machine.
@@ -65,7 +75,160 @@ static void usage(FILE *f)
 		   "[--ops N | --seconds S] [--mix GET:PUT:RMW:DEL]\n"
 		   "       [--value-size B] [--inflight K] [--json FILE] "
 		   "[--label TEXT] [--no-load] [--progress]\n"
+		   "       rkv-bench-kv --servers ADDR[,ADDR] --get-loop N "
+		   "[--hot H] [--value-size B] [--json FILE]\n"
+		   "       [--label TEXT] [--no-load]\n"
 		   "       rkv-bench-kv --help | --version\n");
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sort the n samples of s; set quantiles 0.5 and 0.99 and the mean. */
+static void quantiles(uint32_t *s, uint64_t n, uint64_t *p50, uint64_t *p99,
+		      double *mean)
+{
+	double sum = 0;
+
+	qsort(s, n, sizeof(*s), cmp_u32);
+	for (uint64_t i = 0; i < n; i++)
+		sum += s[i];
+	*p50 = s[(n - 1) / 2];
+	*p99 = s[(n - 1) * 99 / 100];
+	*mean = sum / (double)n;
+}
+
+/* The hot keys' names: key<10 digits>, as the mixed run's. */
+static int hot_key(char *k, size_t cap, uint64_t i)
+{
+	return snprintf(k, cap, "key%010llu", (unsigned long long)i);
+}
+
+/*
+ * --get-loop: n cached gets of hot keys, one at a time, each timed with
+ * two clock reads; then the same loop with no get (the harness).  Values
+ * are checked for length (every get must find its key).  0, or 2 on an
+ * error (printed).
+ */
+static int get_loop(struct rkv_client *c, uint64_t n, uint64_t hot,
+		    uint64_t vsize, int no_load, const char *json,
+		    const char *label, const char *servers)
+{
+	char (*keys)[32] = calloc(hot, sizeof(*keys));
+	int *klen = calloc(hot, sizeof(*klen));
+	char *val = malloc(vsize), buf[4096];
+	uint32_t *smp = malloc(n * sizeof(*smp));
+	struct rkv_client_stats st;
+	uint64_t errs = 0, t0, t1, g50, g99, h50, h99;
+	double gmean, hmean;
+	size_t vl;
+	int rc;
+
+	if (!keys || !klen || !val || !smp) {
+		fprintf(stderr, "rkv-bench-kv: out of memory\n");
+		return 2;
+	}
+	memset(val, 'v', vsize);
+	for (uint64_t i = 0; i < hot; i++) {
+		klen[i] = hot_key(keys[i], sizeof(keys[i]), i);
+		rc = no_load ? 0 : rkv_put(c, keys[i], (size_t)klen[i], val,
+					   vsize);
+		if (rc) {
+			fprintf(stderr, "rkv-bench-kv: put %s: %s\n", keys[i],
+				strerror(-rc));
+			return 2;
+		}
+	}
+	/* warm-up: the first get may locate the key, the second is cached */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = 0; i < hot; i++) {
+			rc = rkv_get(c, keys[i], (size_t)klen[i], buf,
+				     sizeof(buf), &vl);
+			if (rc) {
+				fprintf(stderr, "rkv-bench-kv: get %s: %s\n",
+					keys[i], strerror(-rc));
+				return 2;
+			}
+		}
+	rkv_client_stats_reset(c);
+	uint64_t start = rkv_now_ns();
+
+	for (uint64_t i = 0, k = 0; i < n; i++) {
+		t0 = rkv_now_ns();
+		rc = rkv_get(c, keys[k], (size_t)klen[k], buf, sizeof(buf),
+			     &vl);
+		t1 = rkv_now_ns();
+		smp[i] = (uint32_t)(t1 - t0 < UINT32_MAX ? t1 - t0 : UINT32_MAX);
+		if (rc || vl != vsize)
+			errs++;
+		if (++k == hot)
+			k = 0;
+	}
+	double secs = (double)(rkv_now_ns() - start) / 1e9;
+
+	rkv_client_stats(c, &st);
+	quantiles(smp, n, &g50, &g99, &gmean);
+	/* the harness: the same loop, the get replaced by nothing */
+	for (uint64_t i = 0, k = 0; i < n; i++) {
+		t0 = rkv_now_ns();
+		__asm__ __volatile__("" : : "r"(keys[k]) : "memory");
+		t1 = rkv_now_ns();
+		smp[i] = (uint32_t)(t1 - t0 < UINT32_MAX ? t1 - t0 : UINT32_MAX);
+		if (++k == hot)
+			k = 0;
+	}
+	quantiles(smp, n, &h50, &h99, &hmean);
+	uint64_t net = g50 > h50 ? g50 - h50 : 0;
+	double rtt = st.get.ops ? (double)st.get.rtts / (double)st.get.ops : 0;
+
+	printf("get-loop: %llu gets of %llu hot keys (%llu-byte values) in "
+	       "%.2f s on %s\n",
+	       (unsigned long long)n, (unsigned long long)hot,
+	       (unsigned long long)vsize, secs, servers);
+	printf("get     p50 %llu ns, p99 %llu ns, mean %.0f ns\n",
+	       (unsigned long long)g50, (unsigned long long)g99, gmean);
+	printf("harness p50 %llu ns, p99 %llu ns (the loop without the get)\n",
+	       (unsigned long long)h50, (unsigned long long)h99);
+	printf("store   p50 %llu ns (get less harness); RTT/get %.2f; cache "
+	       "hits %llu, misses %llu; errors %llu\n",
+	       (unsigned long long)net, rtt,
+	       (unsigned long long)st.cache_hits,
+	       (unsigned long long)st.cache_misses, (unsigned long long)errs);
+	if (json) {
+		FILE *jf = fopen(json, "w");
+
+		if (!jf) {
+			fprintf(stderr, "rkv-bench-kv: cannot write %s: %s\n",
+				json, strerror(errno));
+			return 2;
+		}
+		fprintf(jf, "{\"label\":\"%s\",\"servers\":\"%s\","
+			    "\"mode\":\"get-loop\",\"gets\":%llu,\"hot\":%llu,"
+			    "\"value_size\":%llu,\"seconds\":%.3f,"
+			    "\"p50_ns\":%llu,\"p99_ns\":%llu,\"mean_ns\":%.1f,"
+			    "\"harness_p50_ns\":%llu,\"harness_p99_ns\":%llu,"
+			    "\"store_p50_ns\":%llu,\"rtt_per_get\":%.3f,"
+			    "\"cache_hits\":%llu,\"cache_misses\":%llu,"
+			    "\"errors\":%llu}\n",
+			label, servers, (unsigned long long)n,
+			(unsigned long long)hot, (unsigned long long)vsize,
+			secs, (unsigned long long)g50, (unsigned long long)g99,
+			gmean, (unsigned long long)h50,
+			(unsigned long long)h99, (unsigned long long)net, rtt,
+			(unsigned long long)st.cache_hits,
+			(unsigned long long)st.cache_misses,
+			(unsigned long long)errs);
+		fclose(jf);
+	}
+	free(smp);
+	free(val);
+	free(klen);
+	free(keys);
+	return errs ? 2 : 0;
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t min,
@@ -100,17 +263,20 @@ int main(int argc, char **argv)
 		{ "label", required_argument, NULL, 'l' },
 		{ "no-load", no_argument, NULL, 'N' },
 		{ "progress", no_argument, NULL, 'P' },
+		{ "get-loop", required_argument, NULL, 'G' },
+		{ "hot", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *servers = NULL, *json = NULL, *label = "";
 	uint64_t keys = 100000, ops = 0, seconds = 0, vsize = 1000,
-		 inflight = 16;
+		 inflight = 16, get_n = 0, hot = 16;
+	int vsize_set = 0;
 	unsigned mix[NTYPES] = { 70, 20, 0, 10 };
 	int no_load = 0, progress = isatty(1), ch;
 
-	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPh", lo,
+	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPhG:H:", lo,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 's': servers = optarg; break;
@@ -139,6 +305,7 @@ int main(int argc, char **argv)
 		case 'v':
 			if (parse_u64("--value-size", optarg, 8, 4096, &vsize))
 				return 2;
+			vsize_set = 1;
 			break;
 		case 'i':
 			if (parse_u64("--inflight", optarg, 1, 256, &inflight))
@@ -148,6 +315,15 @@ int main(int argc, char **argv)
 		case 'l': label = optarg; break;
 		case 'N': no_load = 1; break;
 		case 'P': progress = 1; break;
+		case 'G':
+			if (parse_u64("--get-loop", optarg, 1, 100000000,
+				      &get_n))
+				return 2;
+			break;
+		case 'H':
+			if (parse_u64("--hot", optarg, 1, 1000000, &hot))
+				return 2;
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			return rkv_version_print("rkv-bench-kv",
@@ -177,6 +353,12 @@ int main(int argc, char **argv)
 				"(is rkv-server running?)\n",
 			servers, strerror(-rc));
 		return 2;
+	}
+	if (get_n) {
+		rc = get_loop(c, get_n, hot, vsize_set ? vsize : 1024, no_load,
+			      json, label, servers);
+		rkv_client_destroy(c);
+		return rc;
 	}
 	struct slot *sl = calloc(inflight, sizeof(*sl));
 	struct rkv_op *done[64];

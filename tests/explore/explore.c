@@ -1462,8 +1462,10 @@ static void drain(struct x_world *w)
 		for (unsigned c = 0; c < w->sc->nclients && !stepped; c++) {
 			if (w->cl[c].dead || !chain_of(w, c, -1, &ch))
 				continue;
-			rkv_fake_step(ch.id, 0);
+			/* the chain's WRs are freed by the step: its
+			 * server first */
 			w->cl[c].nsteps[chain_srv(w, &ch)]++;
+			rkv_fake_step(ch.id, 0);
 			stepped = 1;
 		}
 		if (!stepped)

@@ -7,7 +7,8 @@
  * budgets on a quiet system, bad input (keys, values, full index, full
  * memory, garbage and version mismatch on the control plane), a
  * multi-process torture with a checker, clients killed with SIGKILL during
- * put and rmw, and a server killed under load.
+ * put and rmw, a server killed under load, and two keys given one hash
+ * (the location cache's gets match on the hash alone).
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "hash.h"
+#include "layout.h"
 #include "log.h"
 #include "msg.h"
 #include "rkv.h"
@@ -1023,6 +1025,114 @@ static void t_dead_client_space(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* Two keys of one length given the same hashes by rkv_key_hash's test
+ * hook: "collide:b" hashes as "collide:a". */
+static const char g_ka[] = "collide:a", g_kb[] = "collide:b";
+static struct rkv_key_hash g_kh_a;
+
+static void collide_hook(const void *key, size_t key_len,
+			 struct rkv_key_hash *out)
+{
+	if (key_len == sizeof(g_kb) - 1 && !memcmp(key, g_kb, key_len))
+		*out = g_kh_a;
+}
+
+/* Wait for the n ops submitted; 0 or -ETIMEDOUT. */
+static int wait_ops(struct rkv_client *c, unsigned n)
+{
+	struct rkv_op *done[8];
+	uint64_t end = rkv_now_ms() + 5000;
+
+	while (n && rkv_now_ms() < end) {
+		int k = rkv_poll(c, done, 8);
+
+		if (k < 0)
+			return k;
+		n -= (unsigned)k;
+	}
+	return n ? -ETIMEDOUT : 0;
+}
+
+/* The location cache's get matches an entry on hash, key length and
+ * server alone, and the block's key check proves the key: with two keys
+ * of one hash, alternating gets (synchronous and pipelined, in one
+ * doorbell) each return their own key's value, writes to one leave the
+ * other alone, and a get after the other's delete does not see it. */
+static void t_hash_collision(void)
+{
+	struct test_srv s;
+	struct rkv_client *c;
+	struct rkv_key_hash kb;
+	struct rkv_client_stats st;
+	char buf[64];
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	rkv_key_hash(g_ka, strlen(g_ka), &g_kh_a);
+	g_rkv_key_hash_hook = collide_hook;
+	rkv_key_hash(g_kb, strlen(g_kb), &kb);
+	EXPECT_TRUE(kb.h1 == g_kh_a.h1 && kb.h2 == g_kh_a.h2 &&
+		    kb.route == g_kh_a.route);
+	EXPECT_EQ(kput(c, g_ka, "value of a"), 0);
+	EXPECT_EQ(kput(c, g_kb, "value of b"), 0);
+	rkv_client_stats_reset(c);
+	for (int i = 0; i < 50; i++) {
+		EXPECT_EQ(kget(c, g_ka, buf, sizeof(buf)), 0);
+		EXPECT_STREQ(buf, "value of a");
+		EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), 0);
+		EXPECT_STREQ(buf, "value of b");
+	}
+	/* each get found the other key's entry, READ its block, refused it,
+	 * dropped it and located its own: 3 round trips */
+	rkv_client_stats(c, &st);
+	EXPECT_EQ(st.get.ops, 100);
+	EXPECT_TRUE(st.get.rtts >= 3 * 100 - 3);
+	/* the same key twice: the second is cached (1 round trip) */
+	EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), 0);
+	rkv_client_stats_reset(c);
+	EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), 0);
+	rkv_client_stats(c, &st);
+	EXPECT_EQ(st.get.rtts, 1);
+	/* pipelined: both gets in one doorbell, through one entry */
+	for (int i = 0; i < 20; i++) {
+		char ba[32], bb[32];
+		struct rkv_op ops[2] = {
+			{ .type = RKV_OP_GET, .key = g_ka, .key_len = 9,
+			  .buf = ba, .buf_cap = sizeof(ba) },
+			{ .type = RKV_OP_GET, .key = g_kb, .key_len = 9,
+			  .buf = bb, .buf_cap = sizeof(bb) },
+		};
+
+		EXPECT_EQ(rkv_submit(c, &ops[i & 1]), 0);
+		EXPECT_EQ(rkv_submit(c, &ops[!(i & 1)]), 0);
+		EXPECT_EQ(wait_ops(c, 2), 0);
+		EXPECT_EQ(ops[0].status, 0);
+		EXPECT_EQ(ops[1].status, 0);
+		EXPECT_TRUE(ops[0].out_len == 10 && !memcmp(ba, "value of a", 10));
+		EXPECT_TRUE(ops[1].out_len == 10 && !memcmp(bb, "value of b", 10));
+	}
+	/* writes: each key's own slot */
+	EXPECT_EQ(kget(c, g_ka, buf, sizeof(buf)), 0);
+	EXPECT_EQ(kput(c, g_ka, "a, second"), 0);
+	EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "value of b");
+	EXPECT_EQ(kget(c, g_ka, buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "a, second");
+	EXPECT_EQ(rkv_delete(c, g_kb, strlen(g_kb)), 0);
+	EXPECT_EQ(kget(c, g_ka, buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "a, second");
+	EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), -ENOENT);
+	EXPECT_EQ(kput(c, g_kb, "b, second"), 0);
+	EXPECT_EQ(rkv_delete(c, g_ka, strlen(g_ka)), 0);
+	EXPECT_EQ(kget(c, g_kb, buf, sizeof(buf)), 0);
+	EXPECT_STREQ(buf, "b, second");
+	EXPECT_EQ(kget(c, g_ka, buf, sizeof(buf)), -ENOENT);
+	g_rkv_key_hash_hook = NULL;
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 900);
@@ -1043,5 +1153,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_kill_during_put);
 	RKV_TEST(t_server_killed);
 	RKV_TEST(t_dead_client_space);
+	RKV_TEST(t_hash_collision);
 	return rkv_test_done();
 }

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_xxh3.c - the prepared xxh3 seeds and the long-loop variants of
+ * common/hash.c: every variant this CPU runs gives XXH3_64bits_withSeed's
+ * digest on every length 0..4096 (aligned and not, several seeds), the
+ * one picked at load is the fastest this CPU runs, and the block checksum
+ * and key hashes are the same whichever variant is in use.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "layout.h"
+#include "test.h"
+
+#define MAXLEN 4096
+
+static const uint64_t g_seeds[] = { 0, 1, RKV_BLOCK_SEED,
+				    0x9e3779b97f4a7c15ull };
+
+static unsigned char g_buf[MAXLEN + 64];
+
+static void fill(void)
+{
+	uint64_t x = 0x243f6a8885a308d3ull;
+
+	for (size_t i = 0; i < sizeof(g_buf); i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		g_buf[i] = (unsigned char)(x >> 56);
+	}
+}
+
+/* Every variant the CPU runs, lengths 0..4096 at offsets 0, 1 and 7:
+ * through rkv_hash64_prep with the variant installed, and the long loop
+ * called directly, against the library's one-shot digest. */
+static void t_variants_agree(void)
+{
+	rkv_hash_long_fn saved = g_rkv_hash_long, fn;
+	const char *name;
+	unsigned ran = 0;
+
+	fill();
+	for (unsigned v = 0; (name = rkv_hash_variant(v, &fn)) != NULL; v++) {
+		int bad = 0;
+
+		if (!fn) {
+			printf("# variant %s: not on this CPU\n", name);
+			continue;
+		}
+		ran++;
+		g_rkv_hash_long = fn;
+		for (size_t si = 0; si < sizeof(g_seeds) / sizeof(g_seeds[0]);
+		     si++) {
+			struct rkv_hash_seed s;
+
+			rkv_hash_seed_init(&s, g_seeds[si]);
+			for (size_t off = 0; off < 8; off += off ? 6 : 1)
+				for (size_t n = 0; n <= MAXLEN; n++) {
+					const unsigned char *p = g_buf + off;
+					uint64_t want = XXH3_64bits_withSeed(
+						p, n, g_seeds[si]);
+
+					if (rkv_hash64_prep(&s, p, n) != want ||
+					    (n > XXH3_MIDSIZE_MAX &&
+					     fn(p, n, s.secret) != want)) {
+						if (bad++ < 5)
+							printf("# %s: seed %zu, "
+							       "offset %zu, "
+							       "length %zu "
+							       "differs\n",
+							       name, si, off, n);
+					}
+				}
+		}
+		EXPECT_EQ(bad, 0);
+	}
+	g_rkv_hash_long = saved;
+	EXPECT_TRUE(ran >= 1);
+}
+
+/* The variant in use is the first (fastest) the CPU runs. */
+static void t_pick(void)
+{
+	rkv_hash_long_fn fn;
+	const char *name;
+
+	for (unsigned v = 0; (name = rkv_hash_variant(v, &fn)) != NULL; v++)
+		if (fn) {
+			EXPECT_STREQ(rkv_hash_variant_in_use(), name);
+			EXPECT_TRUE(fn == g_rkv_hash_long);
+			printf("# in use: %s\n", name);
+			return;
+		}
+	EXPECT_TRUE(0);
+}
+
+/* The block checksum (one copy and split) and the key hash under each
+ * variant: the remote layout does not depend on the CPU. */
+static void t_layout_same(void)
+{
+	rkv_hash_long_fn saved = g_rkv_hash_long, fn;
+	const char *name;
+	uint64_t ref_sum[3] = { 0 }, ref_split[3] = { 0 }, ref_key = 0;
+	static const size_t used[3] = { 100, 1069, MAXLEN };
+
+	fill();
+	for (unsigned v = 0; (name = rkv_hash_variant(v, &fn)) != NULL; v++) {
+		struct rkv_key_hash kh;
+
+		if (!fn)
+			continue;
+		g_rkv_hash_long = fn;
+		rkv_key_hash(g_buf, 1000, &kh);
+		for (int i = 0; i < 3; i++) {
+			uint64_t sum = rkv_block_checksum(g_buf, used[i]);
+			uint64_t split = rkv_block_checksum_split(
+				g_buf, 40, g_buf + 40, used[i] - 40);
+
+			EXPECT_EQ_U64(sum, rkv_hash64(g_buf + RKV_BLOCK_SUM_OFF,
+						      used[i] - RKV_BLOCK_SUM_OFF,
+						      RKV_BLOCK_SEED));
+			EXPECT_EQ_U64(split, sum);
+			if (!ref_sum[i]) {
+				ref_sum[i] = sum;
+				ref_split[i] = split;
+			}
+			EXPECT_EQ_U64(sum, ref_sum[i]);
+			EXPECT_EQ_U64(split, ref_split[i]);
+		}
+		if (!ref_key)
+			ref_key = kh.h1 ^ kh.h2 ^ kh.route;
+		EXPECT_EQ_U64(kh.h1 ^ kh.h2 ^ kh.route, ref_key);
+	}
+	g_rkv_hash_long = saved;
+}
+
+int main(int argc, char **argv)
+{
+	rkv_test_init(argc, argv, 120);
+	RKV_TEST(t_variants_agree);
+	RKV_TEST(t_pick);
+	RKV_TEST(t_layout_same);
+	return rkv_test_done();
+}
