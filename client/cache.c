@@ -175,7 +175,8 @@ void cache_hit(struct rkv_client *c, const struct opslot *o,
 {
 	struct blk_info bi;
 
-	if (e->gen != gen || !same_hash(e, &o->kh, o->op->key_len, o->p->idx)) {
+	if (!e || e->gen != gen ||
+	    !same_hash(e, &o->kh, o->op->key_len, o->p->idx)) {
 		cache_store(c, o, o->slot_pos, slot, blk_size,
 			    blk ? blk_info_of(&bi, blk, blk_size) : NULL);
 		return;

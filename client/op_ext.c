@@ -30,6 +30,8 @@ static int split_round(struct opslot *o, struct cache_ent *ce)
 	}
 	o->c->st.cache_hits++;
 	o->cached = 1;
+	o->ce = ce; /* get_deliver refreshes it (cache_hit) */
+	o->ce_gen = ce->gen;
 	o->slot_pos = ce->pos;
 	o->expect = ce->slot;
 	round_begin(o);
