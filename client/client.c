@@ -212,6 +212,7 @@ static int make_engine(struct rkv_client *c)
 	to.mtu = c->opts.mtu;
 	to.traffic_class = c->opts.traffic_class;
 	to.service_level = c->opts.service_level;
+	to.max_rd_atomic = c->opts.max_rd_atomic;
 	/* r > 1: a slot's legs post on the backups beside its own rounds
 	 * (and a leg's stale round may still be out) */
 	to.max_send_wr = c->nslots * ROUND_MAX_WR * (c->r > 1 ? 2 : 1) +

@@ -115,6 +115,8 @@ struct rkv_client_opts {
 	unsigned mtu;
 	int traffic_class;
 	int service_level;
+	unsigned max_rd_atomic;    /* as --max-rd-atomic (0: the device's,
+				    * at most 16) */
 };
 
 /* Fill opts with defaults; secret_file defaults to $RKV_SECRET_FILE when

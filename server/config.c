@@ -134,6 +134,9 @@ static const struct cfg_row g_rows[] = {
 	  "(e.g. 106: DSCP 26, ECN capable; -1: the device's)" },
 	{ "service-level", T_I64, FIELD(service_level), 0, -1, 15, 0, "-1",
 	  "N", "verbs: InfiniBand service level of the QPs (-1: the path's)" },
+	{ "max-rd-atomic", T_I64, FIELD(max_rd_atomic), 0, 0, 255, 0, "0", "N",
+	  "verbs: READs and atomics a QP keeps in flight and takes in "
+	  "(0: the device's limit, at most 16)" },
 	{ "metrics", T_STR, FIELD(metrics), CAP(metrics), 0, 0, 0, NULL,
 	  "HOST:PORT",
 	  "serve the counters in Prometheus' text format at "
@@ -144,7 +147,7 @@ static const struct cfg_row g_rows[] = {
 };
 
 #define NROWS (sizeof(g_rows) / sizeof(g_rows[0]))
-_Static_assert(NROWS <= sizeof(unsigned) * 8, "set_mask holds every row");
+_Static_assert(NROWS <= sizeof(uint64_t) * 8, "set_mask holds every row");
 
 int rkv_srv_parse_size(const char *s, uint64_t *out)
 {
@@ -366,7 +369,7 @@ int rkv_srv_config_set(struct rkv_srv_config *cfg, const char *name,
 	}
 	rc = set_row(cfg, r, value, err, errlen);
 	if (rc == 0)
-		cfg->set_mask |= 1u << (r - g_rows);
+		cfg->set_mask |= 1ull << (r - g_rows);
 	return rc;
 }
 
@@ -374,7 +377,7 @@ static int is_set(const struct rkv_srv_config *cfg, const char *name)
 {
 	const struct cfg_row *r = find_row(name);
 
-	return r && (cfg->set_mask & (1u << (r - g_rows)));
+	return r && (cfg->set_mask & (1ull << (r - g_rows)));
 }
 
 /* A user or group: a decimal id, or a name looked up; -1 if neither. */
@@ -595,7 +598,7 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 	for (size_t i = 0; i < NROWS; i++) {
 		const struct cfg_row *r = &g_rows[i];
 		const char *field = (const char *)cfg + r->off;
-		const char *from = (cfg->set_mask & (1u << i)) ? "" : " (default)";
+		const char *from = (cfg->set_mask & (1ull << i)) ? "" : " (default)";
 
 		fprintf(out, "  %-12s ", r->name);
 		switch (r->type) {

@@ -272,6 +272,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	opts.mtu = (unsigned)cfg->mtu;
 	opts.traffic_class = (int)cfg->traffic_class;
 	opts.service_level = (int)cfg->service_level;
+	opts.max_rd_atomic = (unsigned)cfg->max_rd_atomic;
 	/* tcp/shm: requests beyond the RECVs posted wait in the transport;
 	 * bound that to --max-inflight + the send buffers' worth, like the
 	 * RECVs themselves (a flooding client then gets RNR errors) */

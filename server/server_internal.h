@@ -76,6 +76,7 @@ struct rkv_srv_config {
 	int64_t mtu;                    /* verbs path MTU; 0: the port's */
 	int64_t traffic_class;          /* verbs RoCE v2 DSCP|ECN; -1 */
 	int64_t service_level;          /* verbs IB SL; -1 */
+	int64_t max_rd_atomic;          /* verbs; 0: min(device, 16) */
 	int check_fabric;               /* --check-fabric: report, exit */
 	int64_t log_level;              /* enum rkv_log_level */
 	uint64_t max_handshakes;        /* tcp/shm: 0 = from the fd limit */
@@ -91,7 +92,7 @@ struct rkv_srv_config {
 	unsigned shm_nuids;
 	uint32_t shm_uids[RKV_TP_SHM_UIDS];
 	int data_gpu;                   /* -1: host; else CUDA device index */
-	unsigned set_mask;              /* bit i: row i given on the CLI */
+	uint64_t set_mask;              /* bit i: row i given on the CLI */
 	/* loaded by rkv_srv_secret_load (auth.c); 0 bytes: none.  A
 	 * client proves one of the two, or is refused when either is set */
 	unsigned char secret[RKV_SRV_SECRET_MAX];

@@ -220,6 +220,11 @@ struct rkv_tp_opts {
 	unsigned mtu;
 	int traffic_class;
 	int service_level;
+	/* appended.  verbs: READs and atomics a QP keeps in flight and takes
+	 * in (max_rd_atomic / max_dest_rd_atomic, agreed with the peer at
+	 * connect: the lower of both sides'); 0, the default: min(the
+	 * device's limit, 16); more than the device allows: its limit. */
+	unsigned max_rd_atomic;
 };
 
 /* Fill opts with defaults. */
@@ -458,6 +463,8 @@ struct rkv_ep_path {
 	unsigned mtu;
 	unsigned traffic_class;
 	unsigned service_level;
+	unsigned max_rd_atomic;      /* READ/atomics it keeps in flight */
+	unsigned max_dest_rd_atomic; /* ... and takes from its peer */
 };
 int rkv_ep_path(struct rkv_ep *ep, struct rkv_ep_path *out);
 

@@ -482,12 +482,21 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 	}
 	vt->base.has_atomics = vt->dev_attr.atomic_cap != IBV_ATOMIC_NONE;
 	vt->quirk_rxe = vt->dev_attr.vendor_id == 0xffffff; /* RXE_VENDOR_ID */
-	vt->rd_atomic = (uint8_t)(vt->dev_attr.max_qp_rd_atom < VERBS_MAX_RD_ATOMIC ?
-					  vt->dev_attr.max_qp_rd_atom :
-					  VERBS_MAX_RD_ATOMIC);
-	vt->init_depth = (uint8_t)(vt->dev_attr.max_qp_init_rd_atom < VERBS_MAX_RD_ATOMIC ?
-					   vt->dev_attr.max_qp_init_rd_atom :
-					   VERBS_MAX_RD_ATOMIC);
+	{
+		/* asked (or 16), within the device's limits and a byte */
+		int want = o->max_rd_atomic ? (int)o->max_rd_atomic :
+					      VERBS_MAX_RD_ATOMIC;
+
+		if (want > 255)
+			want = 255;
+		vt->rd_atomic = (uint8_t)(vt->dev_attr.max_qp_rd_atom < want ?
+						  vt->dev_attr.max_qp_rd_atom :
+						  want);
+		vt->init_depth = (uint8_t)(vt->dev_attr.max_qp_init_rd_atom <
+							   want ?
+						   vt->dev_attr.max_qp_init_rd_atom :
+						   want);
+	}
 	/*
 	 * Dead peer: the requester gives up after 1 + retry_cnt ACK
 	 * timeouts; keep them within half of timeout_ms (2000 ms -> 14,
@@ -500,7 +509,8 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 	vt->min_rnr_timer = rnr_timer_code(budget_us / (VERBS_RNR_RETRY + 1));
 	snprintf(vt->base.describe + strlen(vt->base.describe),
 		 sizeof(vt->base.describe) - strlen(vt->base.describe),
-		 "%s", vt->base.has_atomics ? "" : ", no atomics");
+		 ", rd_atomic %u/%u%s", vt->init_depth, vt->rd_atomic,
+		 vt->base.has_atomics ? "" : ", no atomics");
 	*out = &vt->base;
 	return 0;
 

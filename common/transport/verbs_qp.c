@@ -184,8 +184,13 @@ int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out)
 
 	memset(&qa, 0, sizeof(qa));
 	if (!ep->qp ||
-	    ibv_query_qp(ep->qp, &qa, IBV_QP_PATH_MTU | IBV_QP_AV, &ia))
+	    ibv_query_qp(ep->qp, &qa,
+			 IBV_QP_PATH_MTU | IBV_QP_AV | IBV_QP_MAX_QP_RD_ATOMIC |
+				 IBV_QP_MAX_DEST_RD_ATOMIC,
+			 &ia))
 		return -EIO;
+	out->max_rd_atomic = qa.max_rd_atomic;
+	out->max_dest_rd_atomic = qa.max_dest_rd_atomic;
 	out->mtu = qa.path_mtu >= IBV_MTU_256 && qa.path_mtu <= IBV_MTU_4096 ?
 			   128u << qa.path_mtu : 0;
 	out->traffic_class = qa.ah_attr.grh.traffic_class;

@@ -28,7 +28,7 @@
 
 static const char *g_ip;
 /* the fabric knobs open_tp passes (t_fabric_knobs) */
-static unsigned g_mtu;
+static unsigned g_mtu, g_rd;
 static int g_tc = -1, g_sl = -1;
 
 struct half {
@@ -55,6 +55,7 @@ static int open_tp(struct rkv_tp **tp)
 	o.mtu = g_mtu;
 	o.traffic_class = g_tc;
 	o.service_level = g_sl;
+	o.max_rd_atomic = g_rd;
 	return rkv_tp_create(&o, tp);
 }
 
@@ -272,6 +273,7 @@ static void t_fabric_knobs(void)
 	g_mtu = small;
 	g_tc = 106; /* DSCP 26 (AF31), ECN capable */
 	g_sl = 2;
+	g_rd = 4;
 	ASSERT_EQ(fix_open(&f), 0);
 	printf("# %s\n", rkv_tp_describe(f.c.tp));
 	int eth = strstr(rkv_tp_describe(f.c.tp), ", Ethernet,") != NULL;
@@ -293,6 +295,13 @@ static void t_fabric_knobs(void)
 	EXPECT_EQ(ps.traffic_class, 106);
 	EXPECT_EQ(pc.service_level, eth ? 0u : 2u);
 	EXPECT_EQ(ps.service_level, eth ? 0u : 2u);
+	printf("# rd_atomic: client %u/%u, server %u/%u\n", pc.max_rd_atomic,
+	       pc.max_dest_rd_atomic, ps.max_rd_atomic, ps.max_dest_rd_atomic);
+	EXPECT_EQ(pc.max_rd_atomic, 4);
+	EXPECT_EQ(pc.max_dest_rd_atomic, 4);
+	EXPECT_EQ(ps.max_rd_atomic, 4);
+	EXPECT_EQ(ps.max_dest_rd_atomic, 4);
+	EXPECT_TRUE(strstr(rkv_tp_describe(f.c.tp), ", rd_atomic 4/4") != NULL);
 	/* and data moves at that MTU (a WRITE and READ of 64 KiB) */
 	fill(f.c.mem, 65536, 7);
 	struct rkv_wr w = wr_of(RKV_WR_WRITE, &f.c, 0, 65536, &f.s, 0);
@@ -300,7 +309,7 @@ static void t_fabric_knobs(void)
 	post_expect(&f, &w, RKV_WC_SUCCESS);
 	EXPECT_TRUE(memcmp(f.c.mem, f.s.mem, 65536) == 0);
 	fix_close(&f);
-	g_mtu = 0;
+	g_mtu = g_rd = 0;
 	g_tc = g_sl = -1;
 
 	rkv_log_set_level(RKV_LOG_OFF); /* the refusals log a line each */
