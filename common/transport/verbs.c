@@ -94,23 +94,21 @@ int rkv_tp_verbs_available(char *why, size_t whylen)
 
 /* ------------------------------------------------------------ context */
 
-static int gid_is_zero(const union ibv_gid *g)
+int rkv_verbs_gid_is_zero(const union ibv_gid *g)
 {
 	static const union ibv_gid zero;
 
 	return memcmp(g, &zero, sizeof(zero)) == 0;
 }
 
-static int gid_is_v4mapped(const union ibv_gid *g)
+int rkv_verbs_gid_is_v4mapped(const union ibv_gid *g)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 	return memcmp(g->raw, pfx, sizeof(pfx)) == 0;
 }
 
-enum gid_kind { GID_UNKNOWN = 0, GID_IB, GID_ROCE_V1, GID_ROCE_V2 };
-
-static const char *gid_kind_str(enum gid_kind k)
+const char *rkv_verbs_gid_kind_str(enum verbs_gid_kind k)
 {
 	switch (k) {
 	case GID_IB: return "IB";
@@ -122,28 +120,28 @@ static const char *gid_kind_str(enum gid_kind k)
 
 /* The GID at idx and its type: ibv_query_gid_ex, or sysfs on kernels
  * without the GID-table ioctl.  Returns 0 or -errno (-ENODATA: empty). */
-static int query_gid(struct verbs_tp *vt, int idx, union ibv_gid *gid,
-		     enum gid_kind *kind)
+int rkv_verbs_query_gid(struct ibv_context *ctx, uint8_t port, int idx,
+			union ibv_gid *gid, enum verbs_gid_kind *kind)
 {
 	struct ibv_gid_entry e;
 	char path[256], buf[32] = "";
 	FILE *f;
 
-	if (ibv_query_gid_ex(vt->ctx, vt->port, (uint32_t)idx, &e, 0) == 0) {
+	if (ibv_query_gid_ex(ctx, port, (uint32_t)idx, &e, 0) == 0) {
 		*gid = e.gid;
 		*kind = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? GID_ROCE_V2 :
 			e.gid_type == IBV_GID_TYPE_ROCE_V1 ? GID_ROCE_V1 :
 							       GID_IB;
-		return gid_is_zero(gid) ? -ENODATA : 0;
+		return rkv_verbs_gid_is_zero(gid) ? -ENODATA : 0;
 	}
-	if (ibv_query_gid(vt->ctx, vt->port, idx, gid))
+	if (ibv_query_gid(ctx, port, idx, gid))
 		return -EINVAL;
-	if (gid_is_zero(gid))
+	if (rkv_verbs_gid_is_zero(gid))
 		return -ENODATA;
 	*kind = GID_UNKNOWN;
 	snprintf(path, sizeof(path),
 		 "/sys/class/infiniband/%s/ports/%u/gid_attrs/types/%d",
-		 ibv_get_device_name(vt->ctx->device), vt->port, idx);
+		 ibv_get_device_name(ctx->device), port, idx);
 	f = fopen(path, "r");
 	if (f) {
 		if (fgets(buf, sizeof(buf), f)) {
@@ -155,11 +153,6 @@ static int query_gid(struct verbs_tp *vt, int idx, union ibv_gid *gid,
 		fclose(f);
 	}
 	return 0;
-}
-
-static int mtu_bytes(int m)
-{
-	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
 }
 
 /*
@@ -176,7 +169,7 @@ static int choose_knobs(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 	int eth = pa->link_layer == IBV_LINK_LAYER_ETHERNET, mtu = 0;
 
 	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
-		if (o->mtu && (unsigned)mtu_bytes(m) == o->mtu)
+		if (o->mtu && (unsigned)rkv_verbs_mtu_bytes(m) == o->mtu)
 			mtu = m;
 	if (o->mtu && !mtu) {
 		verbs_log(&vt->base, RKV_LOG_ERROR,
@@ -187,7 +180,7 @@ static int choose_knobs(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 	if (mtu > (int)pa->active_mtu) {
 		verbs_log(&vt->base, RKV_LOG_ERROR,
 			  "mtu %u: %s port %u runs an active MTU of %d (its netdev's MTU bounds it on RoCE)",
-			  o->mtu, dev, vt->port, mtu_bytes(pa->active_mtu));
+			  o->mtu, dev, vt->port, rkv_verbs_mtu_bytes(pa->active_mtu));
 		return -EINVAL;
 	}
 	if (o->traffic_class > 255 || o->service_level > 15) {
@@ -209,7 +202,7 @@ static int choose_knobs(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 		vt->service_level = -1;
 	}
 	snprintf(desc, len, ", %s, mtu %d%s", eth ? "Ethernet" : "InfiniBand",
-		 mtu_bytes(mtu ? mtu : (int)pa->active_mtu),
+		 rkv_verbs_mtu_bytes(mtu ? mtu : (int)pa->active_mtu),
 		 mtu ? "" : " (port's)");
 	if (vt->traffic_class >= 0)
 		snprintf(desc + strlen(desc), len - strlen(desc),
@@ -228,13 +221,13 @@ static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 {
 	const char *dev = ibv_get_device_name(vt->ctx->device);
 	union ibv_gid gid, g;
-	enum gid_kind kind = GID_UNKNOWN, k;
+	enum verbs_gid_kind kind = GID_UNKNOWN, k;
 	char txt[INET6_ADDRSTRLEN];
 	int best = -1, any_v2 = -1, any = -1;
 
 	if (o->gid_index >= 0) {
 		if (o->gid_index >= pa->gid_tbl_len ||
-		    query_gid(vt, o->gid_index, &gid, &kind)) {
+		    rkv_verbs_query_gid(vt->ctx, vt->port, o->gid_index, &gid, &kind)) {
 			verbs_log(&vt->base, RKV_LOG_ERROR,
 				  "%s port %u: gid_index %d is not a valid GID (table has %d entries)",
 				  dev, vt->port, o->gid_index, pa->gid_tbl_len);
@@ -242,12 +235,12 @@ static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 		}
 		best = o->gid_index;
 	} else if (pa->link_layer != IBV_LINK_LAYER_ETHERNET) {
-		if (query_gid(vt, 0, &gid, &kind) == 0)
+		if (rkv_verbs_query_gid(vt->ctx, vt->port, 0, &gid, &kind) == 0)
 			best = 0;
 		kind = GID_IB;
 	} else {
 		for (int i = 0; i < pa->gid_tbl_len && best < 0; i++) {
-			if (query_gid(vt, i, &g, &k))
+			if (rkv_verbs_query_gid(vt->ctx, vt->port, i, &g, &k))
 				continue;
 			if (any < 0)
 				any = i;
@@ -255,13 +248,13 @@ static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 				continue;
 			if (any_v2 < 0)
 				any_v2 = i;
-			if (gid_is_v4mapped(&g))
+			if (rkv_verbs_gid_is_v4mapped(&g))
 				best = i;
 		}
 		if (best < 0)
 			best = any_v2 >= 0 ? any_v2 : any;
 		if (best >= 0)
-			query_gid(vt, best, &gid, &kind);
+			rkv_verbs_query_gid(vt->ctx, vt->port, best, &gid, &kind);
 	}
 	if (best < 0) {
 		verbs_log(&vt->base, RKV_LOG_ERROR,
@@ -273,7 +266,7 @@ static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 	if (!inet_ntop(AF_INET6, gid.raw, txt, sizeof(txt)))
 		snprintf(txt, sizeof(txt), "?");
 	snprintf(desc, len, "%s port %u gid[%d] %s (%s)", dev, vt->port, best,
-		 txt, gid_kind_str(kind));
+		 txt, rkv_verbs_gid_kind_str(kind));
 	return 0;
 }
 

@@ -32,11 +32,6 @@ static void say(rkv_tp_check_fn fn, void *arg, enum rkv_check_level lvl,
 	fn(lvl, line, arg);
 }
 
-static int ib_mtu_bytes(int m)
-{
-	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
-}
-
 /* The largest RDMA MTU an Ethernet MTU carries: the IP, UDP and RoCE
  * headers (BTH and its extensions, ICRC) take up to 80 bytes of it, as
  * the kernel's rxe and mlx5 reckon. */
@@ -45,8 +40,8 @@ static int roce_mtu_for(int eth_mtu)
 	int best = 0;
 
 	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
-		if (ib_mtu_bytes(m) + 80 <= eth_mtu)
-			best = ib_mtu_bytes(m);
+		if (rkv_verbs_mtu_bytes(m) + 80 <= eth_mtu)
+			best = rkv_verbs_mtu_bytes(m);
 	return best;
 }
 
@@ -63,23 +58,15 @@ static int read_line(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-static const char *gid_type(const char *dev, unsigned port, int idx,
-			    struct ibv_context *ctx, int eth)
+/* The GID at idx and its type's name; NULL for an empty entry. */
+static const char *gid_at(struct ibv_context *ctx, unsigned port, int idx,
+			  union ibv_gid *g)
 {
-	struct ibv_gid_entry e;
-	char path[256], buf[64];
+	enum verbs_gid_kind k;
 
-	if (!eth)
-		return "IB";
-	if (ibv_query_gid_ex(ctx, port, (uint32_t)idx, &e, 0) == 0)
-		return e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" :
-		       e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB";
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/%u/gid_attrs/types/%d", dev,
-		 port, idx);
-	if (read_line(path, buf, sizeof(buf)))
-		return "?";
-	return strstr(buf, "v2") ? "RoCE v2" : "RoCE v1";
+	if (rkv_verbs_query_gid(ctx, (uint8_t)port, idx, g, &k))
+		return NULL;
+	return rkv_verbs_gid_kind_str(k);
 }
 
 static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
@@ -105,17 +92,14 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 	}
 	for (int i = 0; i < pa.gid_tbl_len && i < 256; i++) {
 		union ibv_gid g;
-		static const union ibv_gid zero;
-		const char *t;
+		const char *t = gid_at(ctx, p, i, &g);
 
-		if (ibv_query_gid(ctx, (uint8_t)p, i, &g) ||
-		    !memcmp(&g, &zero, sizeof(g)))
+		if (!t)
 			continue;
-		t = gid_type(dev, p, i, ctx, eth);
 		if (!strcmp(t, "RoCE v2") && v2 < 0)
 			v2 = i;
 		if (!strcmp(t, "RoCE v2") && v2m < 0 &&
-		    !memcmp(g.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12))
+		    rkv_verbs_gid_is_v4mapped(&g))
 			v2m = i;
 		if (!strcmp(t, "RoCE v1") && v1 < 0)
 			v1 = i;
@@ -147,9 +131,14 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 	chosen = o->gid_index >= 0 ? o->gid_index : eth ? (v2m >= 0 ? v2m :
 						   v2 >= 0 ? v2 : v1) : 0;
 	if (eth && chosen >= 0) {
-		const char *t = gid_type(dev, p, chosen, ctx, eth);
+		union ibv_gid g;
+		const char *t = gid_at(ctx, p, chosen, &g);
 
-		if (!strcmp(t, "RoCE v2"))
+		if (!t)
+			say(fn, arg, RKV_CHECK_ERROR,
+			    "GID index %d is empty: the server would refuse to "
+			    "start", chosen);
+		else if (!strcmp(t, "RoCE v2"))
 			say(fn, arg, RKV_CHECK_OK,
 			    "GID index %d is RoCE v2 (routable, UDP port 4791)",
 			    chosen);
@@ -161,7 +150,7 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 				      "; no v2 GID here: check the netdev's "
 				      "IP address and the kernel's RoCE mode");
 	}
-	snprintf(buf, sizeof(buf), "%d", ib_mtu_bytes(pa.active_mtu));
+	snprintf(buf, sizeof(buf), "%d", rkv_verbs_mtu_bytes(pa.active_mtu));
 	if (eth && nd[0]) {
 		char mtu_s[32];
 		int eth_mtu = 0, can;
@@ -170,12 +159,12 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 		if (!read_line(path, mtu_s, sizeof(mtu_s)))
 			eth_mtu = atoi(mtu_s);
 		can = roce_mtu_for(eth_mtu);
-		if (eth_mtu && can > ib_mtu_bytes(pa.active_mtu))
+		if (eth_mtu && can > rkv_verbs_mtu_bytes(pa.active_mtu))
 			say(fn, arg, RKV_CHECK_WARN,
 			    "MTU: the port runs %s although netdev %s (MTU %d) "
 			    "carries %d: the port's MTU is stale or capped by "
 			    "the device (max %d)", buf, nd, eth_mtu, can,
-			    ib_mtu_bytes(pa.max_mtu));
+			    rkv_verbs_mtu_bytes(pa.max_mtu));
 		else if (eth_mtu && can < 4096)
 			say(fn, arg, RKV_CHECK_INFO,
 			    "MTU: the port runs %s, all that netdev %s's MTU %d "
@@ -187,9 +176,9 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 			    buf, nd, eth_mtu);
 	} else {
 		say(fn, arg, RKV_CHECK_OK, "MTU: %s (max %d)", buf,
-		    ib_mtu_bytes(pa.max_mtu));
+		    rkv_verbs_mtu_bytes(pa.max_mtu));
 	}
-	if (o->mtu && (int)o->mtu > ib_mtu_bytes(pa.active_mtu))
+	if (o->mtu && (int)o->mtu > rkv_verbs_mtu_bytes(pa.active_mtu))
 		say(fn, arg, RKV_CHECK_ERROR,
 		    "--mtu %u is above the port's active MTU %s: the server "
 		    "would refuse to start", o->mtu, buf);

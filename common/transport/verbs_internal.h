@@ -182,6 +182,23 @@ int rkv_verbs_ep_qp_to(struct verbs_ep *ep, enum ibv_qp_state state);
 void rkv_verbs_ep_fini_qp(struct verbs_ep *ep);
 int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out);
 
+/* GIDs (verbs.c; verbs_check.c reads them too) */
+enum verbs_gid_kind { GID_UNKNOWN = 0, GID_IB, GID_ROCE_V1, GID_ROCE_V2 };
+const char *rkv_verbs_gid_kind_str(enum verbs_gid_kind k);
+int rkv_verbs_gid_is_zero(const union ibv_gid *g);
+int rkv_verbs_gid_is_v4mapped(const union ibv_gid *g);
+/* The GID at idx of ctx's port and its type: ibv_query_gid_ex, or sysfs
+ * on kernels without the GID-table ioctl.  0 or -errno (-ENODATA: an
+ * empty entry). */
+int rkv_verbs_query_gid(struct ibv_context *ctx, uint8_t port, int idx,
+			union ibv_gid *gid, enum verbs_gid_kind *kind);
+
+/* An enum ibv_mtu in bytes (0: not one). */
+static inline int rkv_verbs_mtu_bytes(int m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
+
 /* verbs_post.c: the datapath (the ops of those names) */
 int verbs_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
 int verbs_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,

@@ -191,8 +191,7 @@ int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out)
 		return -EIO;
 	out->max_rd_atomic = qa.max_rd_atomic;
 	out->max_dest_rd_atomic = qa.max_dest_rd_atomic;
-	out->mtu = qa.path_mtu >= IBV_MTU_256 && qa.path_mtu <= IBV_MTU_4096 ?
-			   128u << qa.path_mtu : 0;
+	out->mtu = (unsigned)rkv_verbs_mtu_bytes(qa.path_mtu);
 	out->traffic_class = qa.ah_attr.grh.traffic_class;
 	out->service_level = qa.ah_attr.sl;
 	return 0;
