@@ -116,6 +116,7 @@ int rkv_submit(struct rkv_client *c, struct rkv_op *op)
 
 static void slot_release(struct rkv_client *c, struct opslot *o)
 {
+	op_big_release(o);
 	o->state = OP_FREE;
 	o->op = NULL;
 	c->inflight--;
@@ -583,7 +584,10 @@ int rkv_ext_buf_cheap(const struct rkv_client *c)
 void rkv_ext_info(const struct rkv_client *c, struct rkv_ext_info *out)
 {
 	*out = (struct rkv_ext_info){ .max_inflight = c->nslots,
-				      .max_value = c->opts.max_value,
+				      .max_value = c->opts.max_value <
+							   INLINE_VALUE ?
+							   c->opts.max_value :
+							   INLINE_VALUE,
 				      .timeout_ms = c->opts.timeout_ms,
 				      .read_only = client_read_only(c) };
 }

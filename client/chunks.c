@@ -153,6 +153,10 @@ int space_alloc(struct space *sp, uint32_t size, struct blk_ref *b)
 			ch->pending++;
 			return 0;
 		}
+		/* a block over the chunk size gets a grant of its own: the
+		 * chunks in use are not full for the next small block */
+		if (size > sp->p->g.chunk_size)
+			continue;
 		/* full: hand the unwritten tail back, retire when settled */
 		ch->active = 0;
 		return_tail(sp, ch);

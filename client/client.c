@@ -60,7 +60,7 @@ static int check_opts(struct rkv_client *c)
 {
 	if (!c->opts.max_inflight || c->opts.max_inflight > 1024 ||
 	    !c->opts.timeout_ms || !c->opts.connect_timeout_ms ||
-	    c->opts.max_value > RKV_VALUE_MAX)
+	    c->opts.max_value > RKV_VALUE_LIMIT)
 		return -EINVAL;
 	if (!c->opts.max_value)
 		c->opts.max_value = RKV_VALUE_MAX;
@@ -246,7 +246,12 @@ static int make_engine(struct rkv_client *c)
  * word-call results. */
 static int make_lmem(struct rkv_client *c)
 {
+	/* blocks over INLINE_BLOCK go through buffers of their own
+	 * (bigbuf.c) */
 	uint32_t maxblk = rkv_block_size(RKV_KEY_MAX, c->opts.max_value);
+
+	if (maxblk > INLINE_BLOCK)
+		maxblk = INLINE_BLOCK;
 
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
@@ -335,6 +340,8 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	if (!rc)
 		rc = carve(c);
 	if (!rc)
+		rc = bigbuf_init(c);
+	if (!rc)
 		/* r > 1: a write's legs keep an entry per backup too */
 		rc = cache_init(c, c->opts.cache_entries * c->r);
 	if (!rc)
@@ -381,6 +388,7 @@ void rkv_client_destroy(struct rkv_client *c)
 	gpu_fini(c); /* device staging (dev.c), before its context goes */
 	scan_fini(c);
 	cache_fini(c);
+	bigbuf_fini(c);
 	rkv_free(c->slots);
 	rkv_free(c->legs);
 	rkv_free(c->space);

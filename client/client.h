@@ -21,6 +21,19 @@
 #include "rkv_ext.h"
 
 #define AUX_CALLS 4           /* one-sided word calls (words.c) */
+/* Blocks up to this size go through a slot's own buffers; larger ones
+ * through buffers registered for the op (bigbuf.c). */
+#define INLINE_BLOCK (4095u * RKV_BLOCK_ALIGN)
+/* The largest value whose block is always inline (the largest key). */
+#define INLINE_VALUE (INLINE_BLOCK - RKV_BLOCK_HDR_SIZE - RKV_KEY_MAX)
+
+/* A registered buffer for a big block (bigbuf.c). */
+struct bigbuf {
+	char *p;                 /* NULL: entry unused */
+	size_t len;
+	struct rkv_mr *mr;
+	int busy;                /* held by an op */
+};
 
 /* Device staging (dev.c): blocks of device ops are READ into rd and new
  * blocks built in nb, both registered device memory. */
@@ -111,6 +124,8 @@ struct rkv_client {
 	struct aux_call aux[AUX_CALLS]; /* words.c */
 	struct cgpu *gpu;        /* device staging (dev.c); NULL until used */
 	struct scan *scan;       /* scan buffers (scan.c); NULL until used */
+	struct bigbuf *big;      /* big-block buffers (bigbuf.c) */
+	unsigned nbig;
 };
 
 /* Peers a client whose map is in etcd keeps room for, beyond its map's
@@ -129,6 +144,10 @@ int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 
 /* Log through the client's callback (engine.c). */
 #define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)
+
+/* bigbuf.c */
+int bigbuf_init(struct rkv_client *c);
+void bigbuf_fini(struct rkv_client *c);
 
 /* api.c */
 int client_progress(struct rkv_client *c);

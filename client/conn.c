@@ -177,7 +177,8 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 		.index_addr = h->index_addr, .nbuckets = h->nbuckets,
 		.data_addr = h->data_addr, .data_len = h->data_len,
 		.chunk_size = h->chunk_size, .lease_ms = h->lease_ms,
-		.grace_ms = h->grace_ms, .counters_addr = h->counters_addr,
+		.grace_ms = h->grace_ms, .max_value = h->max_value,
+		.counters_addr = h->counters_addr,
 		.counters_count = h->counters_count,
 		.read_only = !!(h->flags & RKV_HELLO_REPLY_READ_ONLY) };
 	p->ctrl.keys.index = h->index_rkey;

@@ -52,9 +52,11 @@ struct mig {
 	struct rkv_client *c;
 	struct rkv_mr *mr;
 	char *buf;                   /* registered: SCAN_CHUNK of index,
-				      * CHAIN CAS results, BLKS_CAP of blocks */
+				      * CHAIN CAS results */
 	uint64_t *res;
-	char *blks;
+	char *blks;                  /* registered (bmr): blocks read, */
+	uint32_t blks_cap;           /* BLKS_CAP or the largest block seen */
+	struct rkv_mr *bmr;
 	char *blk;                   /* one block (blks' start) */
 	struct walk_item todo[CHAIN]; /* committed slots of the batch */
 	unsigned ntodo;
@@ -99,8 +101,10 @@ static void sleep_ms(unsigned ms)
 static int mrd(struct mig *m, unsigned pi, uint64_t addr, uint32_t rkey,
 	      char *local, uint32_t len)
 {
+	int blocks = local >= m->blks && local < m->blks + m->blks_cap;
 	struct rkv_wr wr = { .opcode = RKV_WR_READ, .local = local,
-			     .length = len, .lkey = m->mr->lkey,
+			     .length = len,
+			     .lkey = blocks ? m->bmr->lkey : m->mr->lkey,
 			     .remote_addr = addr, .rkey = rkey };
 
 	return aux_run(m->c, &m->c->peer[pi], &wr, NULL);
@@ -115,6 +119,19 @@ static int mcas(struct mig *m, unsigned pi, uint64_t addr, uint64_t expect,
 			     .compare_add = expect, .swap = swap };
 
 	return aux_run(m->c, p, &wr, old);
+}
+
+/* The block buffer holds size bytes (a big value: reallocated). */
+static int blks_room(struct mig *m, uint32_t size)
+{
+	size_t cap = m->blks_cap;
+	int rc = walk_buf_room(m->c, &m->blks, &cap, &m->bmr, size, BLKS_CAP);
+
+	m->blk = m->blks;
+	m->blks_cap = (uint32_t)cap;
+	return rc ? say(m, rc, "no buffer for blocks of %u bytes: %s", size,
+			strerror(-rc))
+		  : 0;
 }
 
 /* Set partition part's word on peer pi to want, from whatever it holds
@@ -167,6 +184,9 @@ static int read_block(struct mig *m, unsigned pi, uint64_t w,
 
 	if (!size || rkv_slot_offset(w) + size > p->g.data_len)
 		return -EBADMSG;
+	rc = blks_room(m, size);
+	if (rc)
+		return rc;
 	rc = mrd(m, pi, p->g.data_addr + rkv_slot_offset(w), p->ctrl.keys.data,
 		m->blk, size);
 	if (rc)
@@ -224,7 +244,7 @@ static int read_blocks(struct mig *m, unsigned pi, struct walk_item *it,
 
 	if (!n)
 		return 0;
-	walk_block_wrs(p, m->mr->lkey, m->blks, it, n, wr);
+	walk_block_wrs(p, m->bmr->lkey, m->blks, it, n, wr);
 	rc = aux_run_n(m->c, p, wr, n, NULL);
 	return rc ? say(m, rc, "server %s: READ of blocks: %s", p->label,
 			strerror(-rc))
@@ -267,10 +287,12 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 		    (m->part[i] != NO_PART &&
 		     rkv_slot_same_block(m->seen[i], w)))
 			continue;
-		if (k == CHAIN || bytes + rkv_slot_size(w) > BLKS_CAP) {
+		if (k == CHAIN || bytes + rkv_slot_size(w) > m->blks_cap) {
 			rc = learn(m, pi, it, k);
 			k = 0;
 			bytes = 0;
+			if (!rc)
+				rc = blks_room(m, rkv_slot_size(w));
 		}
 		it[k++] = (struct walk_item){ .i = i, .w = w };
 		bytes += rkv_slot_size(w);
@@ -345,10 +367,12 @@ static int flush_todo(struct mig *m, unsigned pi, int *left)
 			continue;
 		}
 		m->seen[m->todo[k].i] = moved;
-		if (bytes + rkv_slot_size(moved) > BLKS_CAP) {
+		if (bytes + rkv_slot_size(moved) > m->blks_cap) {
 			rc = copy_keys(m, pi, mv, nmv);
 			nmv = 0;
 			bytes = 0;
+			if (!rc)
+				rc = blks_room(m, rkv_slot_size(moved));
 		}
 		mv[nmv++] = (struct walk_item){ .i = m->todo[k].i, .w = moved };
 		bytes += rkv_slot_size(moved);
@@ -507,7 +531,7 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 	co.servers = list;
 	co.cluster_file = NULL;
 	co.max_inflight = CHAIN;
-	co.max_value = RKV_VALUE_MAX;
+	co.max_value = RKV_VALUE_LIMIT; /* each server's own limit applies */
 	co.read_only = 0;
 	rc = rkv_client_create(&co, &m->c);
 	rkv_free(list);
@@ -522,17 +546,15 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 	m->c->mig = 1;
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 		m->c->owner[p] = (uint16_t)m->to_peer[o->to->owner[p]];
-	_Static_assert(BLKS_CAP >= RKV_MAX_BLOCK, "a block fits");
-	m->buf = rkv_malloc(SCAN_CHUNK + CHAIN * 8 + BLKS_CAP);
+	m->buf = rkv_malloc(SCAN_CHUNK + CHAIN * 8);
 	if (!m->buf)
 		return say(m, -ENOMEM, "out of memory");
 	m->res = (uint64_t *)(void *)(m->buf + SCAN_CHUNK);
-	m->blks = m->buf + SCAN_CHUNK + CHAIN * 8;
-	m->blk = m->blks;
-	rc = rkv_mr_reg(m->c->eng.tp, m->buf, SCAN_CHUNK + CHAIN * 8 + BLKS_CAP,
+	rc = rkv_mr_reg(m->c->eng.tp, m->buf, SCAN_CHUNK + CHAIN * 8,
 			RKV_ACCESS_LOCAL_WRITE, &m->mr);
-	return rc ? say(m, rc, "cannot register memory: %s", strerror(-rc))
-		  : 0;
+	if (rc)
+		return say(m, rc, "cannot register memory: %s", strerror(-rc));
+	return blks_room(m, BLKS_CAP);
 }
 
 /* Room to remember peer pi's slots. */
@@ -563,7 +585,10 @@ static void teardown(struct mig *m)
 	rkv_free(m->tent_since);
 	if (m->mr)
 		rkv_mr_dereg(m->mr);
+	if (m->bmr)
+		rkv_mr_dereg(m->bmr);
 	rkv_free(m->buf);
+	rkv_free(m->blks);
 	rkv_client_destroy(m->c);
 }
 

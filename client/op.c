@@ -121,7 +121,9 @@ void wr_block(struct opslot *o)
 {
 	o->wr[o->round_nwr++] = (struct rkv_wr){
 		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
-		.length = o->nb.size, .lkey = o->d ? o->d->mr->lkey : o->lkey,
+		.length = o->nb.size,
+		.lkey = o->d ? o->d->mr->lkey :
+			o->wbig ? o->wbig->mr->lkey : o->own_lkey,
 		.remote_addr = o->p->g.data_addr + o->nb.ref.off,
 		.rkey = o->p->ctrl.keys.data };
 	o->nb.written = 1;
@@ -224,8 +226,9 @@ void op_slot_init(struct opslot *o, struct rkv_client *c, char *buf,
 
 	memset(o, 0, sizeof(*o));
 	o->c = c;
-	o->buf = buf;
-	o->lkey = lkey;
+	o->buf = o->own_buf = buf;
+	o->lkey = o->own_lkey = lkey;
+	o->room = c->op_buf_size - OB_BLOCKS;
 	for (unsigned i = 0; i < 4; i++)
 		o->ctx[i] = (struct wr_ctx){ .done = done[i],
 					     .unposted = ctx_unposted };

@@ -302,6 +302,11 @@ struct opslot {
 				  * candidate buckets are one */
 	char *buf;               /* registered op buffer (OB_*) */
 	uint32_t lkey;
+	size_t room;             /* bytes of buf from OB_BLOCKS on */
+	char *own_buf;           /* the slot's own op buffer and lkey: buf */
+	uint32_t own_lkey;       /* unless a big block needs more (rbig) */
+	struct bigbuf *rbig;     /* bigbuf.c: a bigger op buffer ... */
+	struct bigbuf *wbig;     /* ... and new-block buffer for this op */
 	/* locate */
 	struct cand cand[MAX_CAND];
 	unsigned ncand;
@@ -382,6 +387,19 @@ uint64_t word_at(const struct opslot *o, unsigned off);
 uint64_t pos_addr(const struct opslot *o, unsigned pos);
 uint64_t data_addr(const struct opslot *o, uint64_t slot);
 
+/* ---- bigbuf.c: buffers for blocks over INLINE_BLOCK */
+
+/* o's op buffer holds room bytes of blocks from OB_BLOCKS on (the words
+ * and buckets already read are carried over).  0, -EMSGSIZE (a device
+ * op; past RKV_MAX_BLOCK) or -ENOMEM. */
+int op_room(struct opslot *o, size_t room);
+/* o's new-block buffer holds a block of size bytes.  0 or as op_room. */
+int op_nb_room(struct opslot *o, size_t size);
+/* Bytes o's new-block buffer holds now. */
+size_t op_nb_cap(const struct opslot *o);
+/* The slot is handed back: its big buffers go back to the client. */
+void op_big_release(struct opslot *o);
+
 /* ---- op_loc.c: locating the key, and our blocks */
 
 /* READ both buckets (with_block: WRITE our block first; hdr_of: READ the
@@ -402,6 +420,11 @@ int blk_decode(struct opslot *o, const char *blk, size_t size,
 	       const void **v, uint32_t *vl, const struct rkv_block_hdr **h);
 
 char *new_blk_buf(const struct opslot *o);
+/* The largest value o may write: the client's and its server's limit. */
+size_t op_value_max(const struct opslot *o);
+/* The largest value the new-block buffer holds now (within
+ * op_value_max): what an rmw callback may write. */
+size_t nb_value_cap(const struct opslot *o);
 /* Carve space for our new block and encode it.  0, -EAGAIN (parked until
  * a chunk comes), or -errno. */
 int nb_make(struct opslot *o, const void *val, size_t val_len,

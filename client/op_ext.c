@@ -125,9 +125,8 @@ static int head_round(struct opslot *o, struct cache_ent *ce)
 	_Static_assert(sizeof(old.head) == sizeof(ce->info.head),
 		       "one head size");
 	memcpy(old.head, ce->info.head, sizeof(old.head));
-	act = o->x->put_fn(&old, val, o->c->opts.max_value, &len,
-			   o->x->put_arg);
-	if (act != RKV_RMW_WRITE || len > o->c->opts.max_value) {
+	act = o->x->put_fn(&old, val, nb_value_cap(o), &len, o->x->put_arg);
+	if (act != RKV_RMW_WRITE || len > nb_value_cap(o)) {
 		o->x_try = 0;
 		return 0;
 	}

@@ -57,7 +57,9 @@ void get_attempt(struct opslot *o)
 {
 	struct cache_ent *ce = cache_find_any(o->c, o);
 
-	if (ce && ce->blk_size <= o->c->op_buf_size - OB_BLOCKS) {
+	if (ce && ce->blk_size > o->room && op_room(o, ce->blk_size))
+		ce = NULL; /* no buffer for it: locate (and fail there) */
+	if (ce) {
 		o->c->st.cache_hits++;
 		o->cached = 1;
 		o->ce = ce;

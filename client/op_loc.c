@@ -57,8 +57,9 @@ void loc_collect(struct opslot *o, int skip, int with_tent)
 
 int loc_read_cands(struct opslot *o, unsigned from, unsigned step)
 {
-	uint32_t room = (uint32_t)(o->c->op_buf_size - OB_BLOCKS), off = 0;
+	size_t off = 0;
 	unsigned i;
+	int rc;
 
 	round_begin(o);
 	for (i = from; i < o->ncand; i++) {
@@ -70,10 +71,17 @@ int loc_read_cands(struct opslot *o, unsigned from, unsigned step)
 			cd->buf_off = UINT32_MAX; /* names no valid block */
 			continue;
 		}
-		if (sz > room - off || o->round_nwr == ROUND_MAX_WR)
+		/* a big block is read alone, into a buffer of its size */
+		if (sz > o->room && off == 0 && o->round_nwr == 0) {
+			rc = op_room(o, sz);
+			if (rc)
+				return rc;
+		}
+		if (sz > o->room - off || o->round_nwr == ROUND_MAX_WR)
 			break;
-		cd->buf_off = OB_BLOCKS + off;
-		rd_blk(o, OB_BLOCKS + off, data_addr(o, cd->slot), sz);
+		cd->buf_off = (uint32_t)(OB_BLOCKS + off);
+		rd_blk(o, (unsigned)(OB_BLOCKS + off), data_addr(o, cd->slot),
+		       sz);
 		off += sz;
 	}
 	o->vfrom = from;
@@ -171,7 +179,24 @@ char *new_blk_buf(const struct opslot *o)
 
 	if (o->d)
 		return o->d->nb; /* device staging */
+	if (o->wbig)
+		return o->wbig->p; /* a big block (bigbuf.c) */
 	return c->new_blk + (size_t)(o - c->slots) * c->new_blk_size;
+}
+
+size_t op_value_max(const struct opslot *o)
+{
+	size_t m = o->c->opts.max_value;
+
+	return o->p->g.max_value < m ? o->p->g.max_value : m;
+}
+
+size_t nb_value_cap(const struct opslot *o)
+{
+	size_t cap = op_nb_cap(o) - RKV_BLOCK_HDR_SIZE - o->op->key_len;
+	size_t m = op_value_max(o);
+
+	return cap < m ? cap : m;
 }
 
 void nb_drop(struct opslot *o)
@@ -199,8 +224,14 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
 	uint32_t size = rkv_block_size(o->op->key_len, val_len);
 	int rc;
 
-	if (!size)
-		return -EMSGSIZE;
+	if (!size || val_len > op_value_max(o) ||
+	    (o->repl.nlegs && size > INLINE_BLOCK))
+		return -EMSGSIZE; /* (big values are not replicated yet) */
+	if (size > o->p->g.data_len)
+		return -ENOSPC; /* a block larger than the server's region */
+	rc = op_nb_room(o, size);
+	if (rc)
+		return rc;
 	if (o->nb.size && o->nb.size != size)
 		nb_drop(o);
 	if (!o->nb.size) {

@@ -29,9 +29,27 @@ void rmw_call_fn(struct opslot *o, const void *old, uint32_t old_len)
 	int act;
 
 	o->rmw.len = 0;
+	/* room for a value as long as the old one, at least INLINE_VALUE */
+	act = old_len > INLINE_VALUE ?
+		      op_nb_room(o, rkv_block_size(o->op->key_len, old_len)) :
+		      0;
+	if (act) {
+		o->rmw.action = act;
+		return;
+	}
 	act = o->op->fn(old, old_len,
 			new_blk_buf(o) + RKV_BLOCK_HDR_SIZE + o->op->key_len,
-			o->c->opts.max_value, &o->rmw.len, o->op->fn_arg);
+			nb_value_cap(o), &o->rmw.len, o->op->fn_arg);
+	/* a value over out_cap: -ENOBUFS with its length asks for room */
+	if (act == -ENOBUFS && o->rmw.len > nb_value_cap(o) &&
+	    o->rmw.len <= op_value_max(o) &&
+	    !op_nb_room(o, rkv_block_size(o->op->key_len, o->rmw.len))) {
+		o->rmw.len = 0;
+		act = o->op->fn(old, old_len,
+				new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
+					o->op->key_len,
+				nb_value_cap(o), &o->rmw.len, o->op->fn_arg);
+	}
 	if (act > RKV_RMW_DELETE)
 		act = -EINVAL;
 	o->rmw.action = act;
@@ -43,9 +61,10 @@ static void lock_round(struct opslot *o, uint64_t expect, uint64_t lockval,
 		       int read_block)
 {
 	uint32_t sz = rkv_slot_size(expect);
+	int rc = read_block && sz > o->room ? op_room(o, sz) : 0;
 
-	if (read_block && sz > o->c->op_buf_size - OB_BLOCKS) {
-		op_finish(o, -EMSGSIZE);
+	if (rc) {
+		op_finish(o, rc);
 		return;
 	}
 	o->expect = expect;
@@ -81,7 +100,7 @@ void rmw_commit(struct opslot *o)
 				  new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
 					  o->op->key_len;
 
-		rc = o->rmw.len > o->c->opts.max_value ?
+		rc = o->rmw.len > nb_value_cap(o) ?
 			     -EMSGSIZE :
 			     nb_make(o, src, o->rmw.len, o->rmw.version);
 	} else if (act == RKV_RMW_DELETE && repl && o->rmw.locked) {

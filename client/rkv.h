@@ -34,7 +34,8 @@
  * returned; an acknowledged put is visible to every later get.
  *
  * Errors are -errno: -ENOENT (no such key), -ENOSPC (index or memory full),
- * -EMSGSIZE (key over RKV_KEY_MAX or value over RKV_VALUE_MAX bytes),
+ * -EMSGSIZE (key over RKV_KEY_MAX bytes, or value over the limit: the
+ * client's max_value and the server's --max-value, 64 MiB by default),
  * -EINVAL (empty key, bad arguments), -ENOBUFS (get buffer too small; the
  * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
  * -EPROTO (server speaks another protocol version), -EBUSY (a synchronous
@@ -57,7 +58,15 @@ extern "C" {
 #endif
 
 #define RKV_KEY_MAX 1024u /* bytes (proto/layout.h: the same) */
-#define RKV_VALUE_MAX 261024u /* bytes (proto/layout.h: the same) */
+/* The default value limit (64 MiB; a server's --max-value may raise it
+ * to RKV_VALUE_LIMIT, 1 GiB less 1,056 bytes, or lower it).  Values up to
+ * 256 KiB use the client's own registered buffers; larger ones buffers
+ * registered for the operation and kept for the next (two idle at most).
+ * A get of any size is 1 RTT with its location cached, 2 cold.  Values
+ * over 256 KiB are not replicated yet (r > 1: -EMSGSIZE) and not moved
+ * through device buffers (the _dev calls: -EMSGSIZE). */
+#define RKV_VALUE_MAX 67108864u /* bytes (proto/layout.h: the same) */
+#define RKV_VALUE_LIMIT 1073740768u /* bytes (proto/layout.h: the same) */
 
 struct rkv_client;
 
@@ -93,9 +102,10 @@ struct rkv_client_opts {
 	unsigned cache_entries;    /* location cache size; default 65536
 				    * (times r with r > 1 replicas: the
 				    * backups' locations are kept too) */
-	unsigned max_value;        /* largest value this client handles;
-				    * sizes its registered buffers; default
-				    * RKV_VALUE_MAX */
+	unsigned max_value;        /* largest value this client puts;
+				    * default RKV_VALUE_MAX, at most
+				    * RKV_VALUE_LIMIT; the server's limit
+				    * applies too */
 	int read_only;             /* ask for read-only access */
 	const char *device;        /* verbs overrides (NULL, 0, -1 choose) */
 	int port;
@@ -202,7 +212,10 @@ int rkv_delete(struct rkv_client *c, const void *key, size_t key_len);
 /*
  * Read-modify-write callback.  old/old_len is the current value (old is
  * NULL when the key is absent).  Write the new value into out (out_cap
- * bytes: the client's max_value) and set *out_len, then return
+ * bytes: at least the larger of old_len and 256 KiB less the key and 32
+ * bytes; a longer value: set *out_len to its length and return -ENOBUFS,
+ * and the callback runs again with room for it, up to the value limit)
+ * and set *out_len, then return
  * RKV_RMW_WRITE; return RKV_RMW_KEEP to leave the value as it is (or
  * absent), RKV_RMW_DELETE to delete the key, or a -errno to abort: the
  * operation then returns it and changes nothing.  The callback may run
@@ -406,7 +419,8 @@ int rkv_scan(struct rkv_client *c, rkv_scan_fn fn, void *arg,
  * blocks, and locks are those of rkv_get / rkv_put / rkv_rmw.
  *
  * rkv_rmw_dev calls fn with old (device pointer, NULL when absent) and out
- * (device pointer, out_cap = max_value bytes): fn runs its own CUDA work
+ * (device pointer, out_cap: 256 KiB less the key and 32 bytes, the most a
+ * device op moves; larger values are -EMSGSIZE): fn runs its own CUDA work
  * on gpu and must have finished it (synchronized) when it returns.
  *
  * Besides the errors of the host calls: -EOPNOTSUPP (this librkv was
@@ -415,7 +429,7 @@ int rkv_scan(struct rkv_client *c, rkv_scan_fn fn, void *arg,
  * -EIO (a CUDA copy or kernel failed).  Each logs one line naming the
  * cause through the client's log callback; nothing is sent and nothing
  * changes.  The first call on a GPU allocates and registers device
- * staging of about 2 * max_value bytes (kept until rkv_client_destroy).
+ * staging of about 512 KiB (kept until rkv_client_destroy).
  * Thread safety: as rkv_get.
  */
 int rkv_get_dev(struct rkv_client *c, const void *key, size_t key_len,

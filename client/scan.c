@@ -41,7 +41,6 @@
 #define ROUND_TRIES 1000u        /* rounds in a row with every slot changed */
 #define MOVES_MAX 64u            /* walks of one partition, at most */
 
-_Static_assert(BLKS_CAP >= RKV_MAX_BLOCK, "a block fits");
 _Static_assert(CHUNK_WORDS % RKV_SLOTS_PER_BUCKET == 0, "whole buckets");
 
 /* The registered buffers of a client's scans (kept: c->scan). */
@@ -52,7 +51,9 @@ struct scan {
 	uint64_t *w1;                /* a chunk's words, as last seen */
 	uint64_t *w2;                /* the words read again */
 	uint64_t *pt0, *pt1;         /* a partition table, before and after */
-	char *blks;
+	char *blks;                  /* blocks read (bmr): BLKS_CAP, or the */
+	size_t blks_cap;             /* largest block met */
+	struct rkv_mr *bmr;
 };
 
 /* One scan. */
@@ -71,8 +72,14 @@ struct sctx {
 
 static size_t scan_len(void)
 {
-	return 2 * (size_t)CHUNK_WORDS * 8 + 2 * (size_t)RKV_PART_TABLE_SIZE +
-	       BLKS_CAP;
+	return 2 * (size_t)CHUNK_WORDS * 8 + 2 * (size_t)RKV_PART_TABLE_SIZE;
+}
+
+/* The block buffer holds size bytes (a big value: reallocated). */
+static int blks_room(struct rkv_client *c, struct scan *s, size_t size)
+{
+	return walk_buf_room(c, &s->blks, &s->blks_cap, &s->bmr, size,
+			     BLKS_CAP);
 }
 
 static int scan_init(struct rkv_client *c)
@@ -102,9 +109,8 @@ static int scan_init(struct rkv_client *c)
 	s->w2 = s->w1 + CHUNK_WORDS;
 	s->pt0 = s->w2 + CHUNK_WORDS;
 	s->pt1 = s->pt0 + RKV_PART_WORDS;
-	s->blks = (char *)(s->pt1 + RKV_PART_WORDS);
 	c->scan = s;
-	return 0;
+	return blks_room(c, s, BLKS_CAP);
 }
 
 void scan_fini(struct rkv_client *c)
@@ -115,6 +121,9 @@ void scan_fini(struct rkv_client *c)
 		return;
 	rkv_mr_dereg(s->mr);
 	rkv_free(s->mem);
+	if (s->bmr)
+		rkv_mr_dereg(s->bmr);
+	rkv_free(s->blks);
 	rkv_free(s);
 	c->scan = NULL;
 }
@@ -188,8 +197,13 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 			      ROUND_TRIES);
 			return -EBUSY;
 		}
+		/* a big block is read alone, into a buffer of its size */
+		rc = blks_room(x->c, s, rkv_slot_size(s->w1[x->pend[0]]));
+		if (rc)
+			return rc;
 		while (k < np && k < ROUND_BLKS &&
-		       bytes + rkv_slot_size(s->w1[x->pend[k]]) <= BLKS_CAP) {
+		       bytes + rkv_slot_size(s->w1[x->pend[k]]) <=
+			       s->blks_cap) {
 			uint32_t j = x->pend[k];
 
 			it[k++] = (struct walk_item){ .i = j, .w = s->w1[j] };
@@ -197,7 +211,7 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 		}
 		lo = x->pend[0];
 		hi = x->pend[k - 1];
-		walk_block_wrs(p, s->mr->lkey, s->blks, it, k, wr);
+		walk_block_wrs(p, s->bmr->lkey, s->blks, it, k, wr);
 		/* RC runs a QP's READs in order: these words are read
 		 * after the blocks */
 		wr[k] = (struct rkv_wr){

@@ -108,7 +108,7 @@ int rkv_block_hdr_check(const struct rkv_block_hdr *h, size_t buf_len,
 	if (buf_len < RKV_BLOCK_HDR_SIZE)
 		return -EBADMSG;
 	if (h->key_len == 0 || h->key_len > RKV_KEY_MAX ||
-	    h->val_len > RKV_VALUE_MAX)
+	    h->val_len > RKV_VALUE_LIMIT)
 		return -EBADMSG;
 	n = rkv_block_used(h);
 	if (n > buf_len)

@@ -15,7 +15,11 @@
  *   1 bit   1 bit   8 bits     8 bits   12 bits      34 bits
  *
  *   offset   block offset in the data region, in 64-byte units (1 TiB)
- *   size     block size in 64-byte units, 1..4095 (so never 0 when used)
+ *   size     block size class, 1..4095 (so never 0 when used): below
+ *            2048 the size in 64-byte units; from 2048 on a float of 4
+ *            exponent and 7 mantissa bits, (128 + m) << (e + 4) units
+ *            (128 KiB to 1 GiB in steps of at most 1/128; a big block is
+ *            allocated at its class size, rkv_block_size)
  *   fp       fingerprint: top byte of the key's first hash
  *   tent     tentative: an insert in progress; readers skip the slot,
  *            writers of the key wait for it to be committed or withdrawn
@@ -74,8 +78,11 @@ _Static_assert(RKV_SLOT_LOCK_SHIFT == 63, "slot fields fill 64 bits");
 _Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
 	       "a bucket is one 64-byte line");
 
-/* Largest block: 4095 units of 64 bytes. */
-#define RKV_MAX_BLOCK (((1u << RKV_SLOT_SIZE_BITS) - 1) * RKV_BLOCK_ALIGN)
+/* Largest block: 1 GiB, the largest size class a transport moves in one
+ * message (RKV_TP_MAX_MSG). */
+#define RKV_MAX_BLOCK (1u << 30)
+/* Sizes below this many units are exact; above, a size class. */
+#define RKV_SLOT_LINEAR_UNITS 2048u
 /* Largest data region the slot can address. */
 #define RKV_MAX_DATA_REGION ((1ull << RKV_SLOT_OFF_BITS) * RKV_BLOCK_ALIGN)
 
@@ -84,8 +91,13 @@ _Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
  * limits (an identical redefinition is allowed; either header may come
  * first). */
 #define RKV_KEY_MAX 1024u
-#define RKV_VALUE_MAX 261024u
-_Static_assert(RKV_VALUE_MAX == RKV_MAX_BLOCK - RKV_BLOCK_HDR_SIZE -
+#define RKV_VALUE_MAX 67108864u /* 64 MiB: the default limit */
+/* The largest value any server can be set to take (rkv-server
+ * --max-value): it fills the largest block with the largest key.  The
+ * block format's checks use this; the limit in force is the server's,
+ * told to clients at HELLO. */
+#define RKV_VALUE_LIMIT 1073740768u
+_Static_assert(RKV_VALUE_LIMIT == RKV_MAX_BLOCK - RKV_BLOCK_HDR_SIZE -
 	       RKV_KEY_MAX, "the largest value fills the largest block");
 
 #define RKV_BLOCK_SEED 0x726b76626c6b3031ull /* "rkvblk01" */
@@ -94,7 +106,7 @@ struct rkv_block_hdr {
 	uint64_t checksum; /* xxh3-64 of everything after this field */
 	uint16_t key_len;  /* 1..RKV_KEY_MAX */
 	uint16_t flags;    /* RKV_BLOCK_F_* */
-	uint32_t val_len;  /* 0..RKV_VALUE_MAX */
+	uint32_t val_len;  /* 0..RKV_VALUE_LIMIT */
 	uint32_t writer;   /* client id of the writer */
 	uint32_t grant;    /* id of the chunk grant the block was carved
 			    * from: a BLOCK_RETURN names it (server/space.c) */
@@ -113,11 +125,61 @@ enum rkv_block_flags {
 
 /* ------------------------------------------------------------ slot word */
 
+/* The class's shift for u >= RKV_SLOT_LINEAR_UNITS units: the least sh
+ * (from 4) with u <= 255 << sh. */
+static inline unsigned rkv_size_shift(uint32_t u)
+{
+	unsigned sh = 4;
+
+	while ((255ull << sh) < u)
+		sh++;
+	return sh;
+}
+
+/* The size class of a block of u units (u >= 1): u itself below
+ * RKV_SLOT_LINEAR_UNITS, else u rounded up to (128 + m) << sh units. */
+static inline uint32_t rkv_units_class(uint32_t u)
+{
+	unsigned sh;
+
+	if (u < RKV_SLOT_LINEAR_UNITS)
+		return u;
+	sh = rkv_size_shift(u);
+	return (uint32_t)(((u + (1ull << sh) - 1) >> sh) << sh);
+}
+
+/* The slot's 12-bit size field for a class size of u units. */
+static inline unsigned rkv_size_code(uint32_t u)
+{
+	unsigned sh;
+
+	if (u < RKV_SLOT_LINEAR_UNITS)
+		return u;
+	sh = rkv_size_shift(u);
+	return RKV_SLOT_LINEAR_UNITS | ((sh - 4) << 7) | ((u >> sh) - 128);
+}
+
+/* Units of a size field (bounded: a field past 1 GiB reads as 2 GiB,
+ * more than any transport moves). */
+static inline uint32_t rkv_code_units(unsigned code)
+{
+	unsigned sh;
+
+	if (code < RKV_SLOT_LINEAR_UNITS)
+		return code;
+	sh = ((code >> 7) & 15u) + 4;
+	if (sh > 17)
+		return (2u << 30) / RKV_BLOCK_ALIGN;
+	return (128u + (code & 127u)) << sh;
+}
+
+/* size_units: a class size (rkv_units_class), as rkv_block_size gives. */
 static inline uint64_t rkv_slot_make(uint64_t off_units, unsigned size_units,
 				     unsigned fp, unsigned ver)
 {
 	return (off_units & ((1ull << RKV_SLOT_OFF_BITS) - 1)) |
-	       ((uint64_t)(size_units & ((1u << RKV_SLOT_SIZE_BITS) - 1))
+	       ((uint64_t)(rkv_size_code(size_units) &
+			   ((1u << RKV_SLOT_SIZE_BITS) - 1))
 		<< RKV_SLOT_SIZE_SHIFT) |
 	       ((uint64_t)(fp & 0xffu) << RKV_SLOT_FP_SHIFT) |
 	       ((uint64_t)(ver & ((1u << RKV_SLOT_VER_BITS) - 1))
@@ -129,10 +191,11 @@ static inline uint64_t rkv_slot_offset(uint64_t s)
 	return (s & ((1ull << RKV_SLOT_OFF_BITS) - 1)) * RKV_BLOCK_ALIGN;
 }
 
+/* Bytes of the block the slot names (its class size). */
 static inline uint32_t rkv_slot_size(uint64_t s)
 {
-	return (uint32_t)((s >> RKV_SLOT_SIZE_SHIFT) &
-			  ((1u << RKV_SLOT_SIZE_BITS) - 1)) *
+	return rkv_code_units((unsigned)(s >> RKV_SLOT_SIZE_SHIFT) &
+			      ((1u << RKV_SLOT_SIZE_BITS) - 1)) *
 	       RKV_BLOCK_ALIGN;
 }
 
@@ -167,9 +230,11 @@ static inline int rkv_slot_tentative(uint64_t s)
 /* The same block, version bumped, unlocked. */
 static inline uint64_t rkv_slot_bump(uint64_t s)
 {
-	return rkv_slot_make(s & ((1ull << RKV_SLOT_OFF_BITS) - 1),
-			     rkv_slot_size(s) / RKV_BLOCK_ALIGN,
-			     rkv_slot_fp(s), rkv_slot_version(s) + 1);
+	const uint64_t ver = ((1ull << RKV_SLOT_VER_BITS) - 1)
+			     << RKV_SLOT_VER_SHIFT;
+
+	return (s & ~(RKV_SLOT_LOCK | RKV_SLOT_TENT | ver)) |
+	       (((s & ver) + (1ull << RKV_SLOT_VER_SHIFT)) & ver);
 }
 
 /*
@@ -233,14 +298,17 @@ static inline int rkv_slot_same_block(uint64_t a, uint64_t b)
 
 /* ------------------------------------------------------------- blocks */
 
-/* Block size for a key and value, rounded up to 64; 0 if too large. */
+/* Block size for a key and value: rounded up to 64, and above 128 KiB
+ * to its size class (what a slot can name); 0 if too large. */
 static inline uint32_t rkv_block_size(size_t key_len, size_t val_len)
 {
-	if (key_len > RKV_KEY_MAX || val_len > RKV_VALUE_MAX)
+	if (key_len > RKV_KEY_MAX || val_len > RKV_VALUE_LIMIT)
 		return 0;
 	size_t n = RKV_BLOCK_HDR_SIZE + key_len + val_len;
 
-	return (uint32_t)((n + RKV_BLOCK_ALIGN - 1) & ~(size_t)(RKV_BLOCK_ALIGN - 1));
+	return rkv_units_class((uint32_t)((n + RKV_BLOCK_ALIGN - 1) /
+					  RKV_BLOCK_ALIGN)) *
+	       RKV_BLOCK_ALIGN;
 }
 
 /*
@@ -275,7 +343,7 @@ static inline size_t rkv_block_sum_len(size_t used)
  * padding and checksum are the caller's (rkv_block_encode, or the device
  * path, which copies h and the key to device memory).  Returns the block
  * size (rkv_block_size(), > 0), -EINVAL for key_len 0 or -EMSGSIZE beyond
- * RKV_KEY_MAX / RKV_VALUE_MAX; h is untouched on error.
+ * RKV_KEY_MAX / RKV_VALUE_LIMIT; h is untouched on error.
  */
 int rkv_block_hdr_fill(struct rkv_block_hdr *h, size_t key_len,
 		       size_t val_len, uint32_t writer, uint32_t grant,
@@ -296,7 +364,7 @@ uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
  * h points at the first min(buf_len, RKV_BLOCK_HDR_SIZE) bytes of the
  * block; nothing is read from it when buf_len < RKV_BLOCK_HDR_SIZE.
  * Returns -EBADMSG when buf_len is shorter than a header, key_len is 0 or
- * above RKV_KEY_MAX, val_len above RKV_VALUE_MAX, or header + key + value
+ * above RKV_KEY_MAX, val_len above RKV_VALUE_LIMIT, or header + key + value
  * exceed buf_len; else 0 with *used = rkv_block_used(h) (<= buf_len).
  */
 int rkv_block_hdr_check(const struct rkv_block_hdr *h, size_t buf_len,

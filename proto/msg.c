@@ -154,6 +154,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F32(c, dir, r->counters_count);
 		FBYTES(c, dir, r->server_name, RKV_SERVER_NAME_MAX);
 		F32(c, dir, r->flags);
+		F32(c, dir, r->max_value);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:

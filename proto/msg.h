@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 4u
+#define RKV_PROTO_VERSION 5u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -124,6 +124,10 @@ struct rkv_msg_hello_reply {
 	char server_name[RKV_SERVER_NAME_MAX];
 	/* appended in version 4 */
 	uint32_t flags;       /* enum rkv_hello_reply_flags */
+	/* appended in version 5: the largest value this server takes
+	 * (rkv-server --max-value); slot sizes above 128 KiB name size
+	 * classes (layout.h) */
+	uint32_t max_value;
 };
 
 /*

@@ -340,10 +340,10 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw)
 	if (inflight)
 		o.max_inflight = inflight;
 	if (max_value) {
-		if (max_value > RKV_VALUE_MAX) {
+		if (max_value > RKV_VALUE_LIMIT) {
 			Py_XDECREF(sv);
 			PyErr_Format(PyExc_ValueError, "max_value %u is over the "
-				     "limit of %u", max_value, RKV_VALUE_MAX);
+				     "limit of %u", max_value, RKV_VALUE_LIMIT);
 			return -1;
 		}
 		o.max_value = max_value;

@@ -78,6 +78,9 @@ static const struct cfg_row g_rows[] = {
 	  "long (150 us naps), then blocks until the next (0: at once)" },
 	{ "chunk", T_SIZE, FIELD(chunk), 0, 4096, RKV_SRV_CHUNK_MAX, F_ALIGN64,
 	  "1M", "SIZE", "default chunk a client carves blocks from" },
+	{ "max-value", T_SIZE, FIELD(max_value), 0, 0, RKV_VALUE_LIMIT, 0,
+	  "64M", "SIZE", "largest value a client may put (at most 1 GiB less "
+	  "1,056 bytes); clients learn it when they connect" },
 	{ "counters", T_U64, FIELD(counters), 0, 0, 1 << 20, 0, "4096", "N",
 	  "8-byte counter words for FETCH_ADD (barriers); 0: none" },
 	{ "max-clients", T_U64, FIELD(max_clients), 0, 1, 65536, 0, "1024",

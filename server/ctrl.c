@@ -480,6 +480,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->data_len = srv->data_len;
 	r->lease_ms = (uint32_t)srv->cfg.lease_ms;
 	r->grace_ms = (uint32_t)srv->cfg.grace_ms;
+	r->max_value = (uint32_t)srv->cfg.max_value;
 	if (srv->ctr_mr && !c->read_only) {
 		r->counters_addr = (uint64_t)(uintptr_t)srv->ctr_mem;
 		r->counters_rkey = srv->ctr_mr->rkey;
@@ -510,7 +511,11 @@ static void do_chunk_alloc(struct rkv_srv_conn *c, const struct rkv_msg *m,
 		g->status = -EPERM;
 		return;
 	}
-	if (bytes % RKV_BLOCK_ALIGN || bytes > RKV_SRV_CHUNK_MAX ||
+	/* a chunk is at most --chunk's limit, or one block of the largest
+	 * value this server takes */
+	if (bytes % RKV_BLOCK_ALIGN ||
+	    (bytes > RKV_SRV_CHUNK_MAX &&
+	     bytes > rkv_block_size(RKV_KEY_MAX, srv->cfg.max_value)) ||
 	    min % RKV_BLOCK_ALIGN || min > bytes) {
 		g->status = -EINVAL;
 		return;

@@ -417,11 +417,12 @@ void rkv_srv_log_start(const struct rkv_srv *srv)
 
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 		"server %08x: index %" PRIu64 " buckets (%zu bytes) rkey %u, "
-		"data %zu bytes in %s rkey %u, %s",
+		"data %zu bytes in %s rkey %u, values up to %" PRIu64
+		" bytes, %s",
 		srv->server_id, cfg->nbuckets, srv->index_len,
 		srv->index_mr->rkey, srv->data_len,
 		rkv_srv_datamem_describe(srv->datamem), srv->data_mr->rkey,
-		rkv_tp_describe(srv->tp));
+		cfg->max_value, rkv_tp_describe(srv->tp));
 	if (cfg->secret_len && cfg->ro_secret_len)
 		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 			"clients must authenticate (full access: secret from "

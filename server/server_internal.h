@@ -62,6 +62,7 @@ struct rkv_srv_config {
 	uint64_t idle_spin_us;          /* the loop stays awake this long after
 					 * work, then blocks (main.c) */
 	uint64_t chunk;                 /* default chunk bytes */
+	uint64_t max_value;             /* largest value (HELLO_REPLY) */
 	uint64_t max_clients;
 	uint64_t max_chunks;            /* chunk grants one client may hold */
 	uint64_t max_inflight;          /* RECVs posted per connection */

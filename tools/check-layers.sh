@@ -19,7 +19,7 @@ layer() {
     link_ctrl) echo 2 ;;
     conn) echo 3 ;;
     chunks) echo 4 ;;
-    op|op_*|cache|dev|words|walk) echo 5 ;;
+    op|op_*|bigbuf|cache|dev|words|walk) echo 5 ;;
     api|client|peers|cluster|migrate|scan) echo 6 ;;
     ps/*) echo 7 ;;
     *) echo 0 ;;

@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		CHECK(hdr == (const void *)buf);
 		CHECK(hdr->key_len >= 1 && hdr->key_len <= RKV_KEY_MAX);
-		CHECK(val_len == hdr->val_len && val_len <= RKV_VALUE_MAX);
+		CHECK(val_len == hdr->val_len && val_len <= RKV_VALUE_LIMIT);
 		CHECK(used == RKV_BLOCK_HDR_SIZE + (size_t)hdr->key_len + val_len);
 		CHECK(used <= n);
 		CHECK((const uint8_t *)val ==

@@ -30,6 +30,10 @@
 #include "srv.h"
 #include "test.h"
 
+/* the largest value a device op moves (rkv.h: values over 256 KiB take
+ * host buffers of their own) */
+#define DEV_VALUE_MAX 261024u
+
 #define PROCS 4
 #define ITERS 150
 #define SHARD (60000u) /* elements: 240 KB shards */
@@ -74,10 +78,10 @@ static void *dmalloc(size_t n)
 
 static void t_get_put(void)
 {
-	static const size_t sizes[] = { 0, 1, 63, 4096, 100000, RKV_VALUE_MAX };
+	static const size_t sizes[] = { 0, 1, 63, 4096, 100000, DEV_VALUE_MAX };
 	struct rkv_client *c = client();
-	uint8_t *v = malloc(RKV_VALUE_MAX), *r = malloc(RKV_VALUE_MAX);
-	void *dv = dmalloc(RKV_VALUE_MAX), *dr = dmalloc(RKV_VALUE_MAX);
+	uint8_t *v = malloc(DEV_VALUE_MAX), *r = malloc(DEV_VALUE_MAX);
+	void *dv = dmalloc(DEV_VALUE_MAX), *dr = dmalloc(DEV_VALUE_MAX);
 	size_t len;
 
 	ASSERT_TRUE(c && v && r && dv && dr);
@@ -91,7 +95,7 @@ static void t_get_put(void)
 		/* device -> server, read by a host get */
 		EXPECT_EQ(rkv_put_dev(c, k, strlen(k), dv, sizes[i], 0), 0);
 		len = 0;
-		EXPECT_EQ(rkv_get(c, k, strlen(k), r, RKV_VALUE_MAX, &len), 0);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, DEV_VALUE_MAX, &len), 0);
 		EXPECT_EQ(len, sizes[i]);
 		EXPECT_TRUE(memcmp(v, r, sizes[i]) == 0);
 		/* host put, device get (cached and cold) */
@@ -100,11 +104,11 @@ static void t_get_put(void)
 			struct rkv_client *c2 = cold ? client() : c;
 
 			ASSERT_TRUE(c2 != NULL);
-			ASSERT_EQ(rkv_cuda_memset(0, dr, 0xee, RKV_VALUE_MAX),
+			ASSERT_EQ(rkv_cuda_memset(0, dr, 0xee, DEV_VALUE_MAX),
 				  0);
 			len = 0;
 			EXPECT_EQ(rkv_get_dev(c2, k, strlen(k), dr,
-					      RKV_VALUE_MAX, &len, 0),
+					      DEV_VALUE_MAX, &len, 0),
 				  0);
 			EXPECT_EQ(len, sizes[i]);
 			ASSERT_EQ(rkv_cuda_copy(0, r, dr, sizes[i]), 0);

@@ -24,6 +24,10 @@
 #include "srv.h"
 #include "test.h"
 
+/* the largest value a device op moves (rkv.h: values over 256 KiB take
+ * host buffers of their own) */
+#define DEV_VALUE_MAX 261024u
+
 #define PROCS 4
 #define ITERS 200
 
@@ -48,9 +52,9 @@ static struct rkv_client *client(void)
 
 static void t_get_put_del(void)
 {
-	static const size_t sizes[] = { 0, 1, 64, 4096, 100000, RKV_VALUE_MAX };
+	static const size_t sizes[] = { 0, 1, 64, 4096, 100000, DEV_VALUE_MAX };
 	struct rkv_client *c = client();
-	uint8_t *v = malloc(RKV_VALUE_MAX), *r = malloc(RKV_VALUE_MAX);
+	uint8_t *v = malloc(DEV_VALUE_MAX), *r = malloc(DEV_VALUE_MAX);
 	size_t len;
 
 	ASSERT_TRUE(c && v && r);
@@ -62,12 +66,12 @@ static void t_get_put_del(void)
 			v[j] = (uint8_t)(j * 31 + i);
 		EXPECT_EQ(rkv_put(c, k, strlen(k), v, sizes[i]), 0);
 		len = 0;
-		EXPECT_EQ(rkv_get(c, k, strlen(k), r, RKV_VALUE_MAX, &len), 0);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, DEV_VALUE_MAX, &len), 0);
 		EXPECT_EQ(len, sizes[i]);
 		EXPECT_TRUE(memcmp(v, r, sizes[i]) == 0);
 	}
 	EXPECT_EQ(rkv_delete(c, "gpu-key-1", 9), 0);
-	EXPECT_EQ(rkv_get(c, "gpu-key-1", 9, r, RKV_VALUE_MAX, &len), -ENOENT);
+	EXPECT_EQ(rkv_get(c, "gpu-key-1", 9, r, DEV_VALUE_MAX, &len), -ENOENT);
 	free(v);
 	free(r);
 	rkv_client_destroy(c);

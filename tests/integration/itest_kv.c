@@ -1133,6 +1133,157 @@ static void t_hash_collision(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* A value of len bytes that says which (len, seed) it is: any byte of
+ * another value, or of a torn one, fails big_ok. */
+static void big_fill(unsigned char *v, size_t len, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + len;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0)
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		v[i] = (unsigned char)(x >> (8 * (i % 8)));
+	}
+}
+
+static int big_ok(const unsigned char *v, size_t len, unsigned seed,
+		  unsigned char *scratch)
+{
+	big_fill(scratch, len, seed);
+	return memcmp(v, scratch, len) == 0;
+}
+
+/* Flip the first byte, keep the length (an rmw of a big value). */
+static int flip_first(const void *old, size_t old_len, void *out,
+		      size_t out_cap, size_t *out_len, void *arg)
+{
+	(void)arg;
+	if (!old || old_len > out_cap)
+		return -EINVAL;
+	memcpy(out, old, old_len);
+	if (old_len)
+		((unsigned char *)out)[0] ^= 0xff;
+	*out_len = old_len;
+	return RKV_RMW_WRITE;
+}
+
+/*
+ * Values of every size that changes how a block is laid out or read, up
+ * to the server's limit (64 MiB; 16 MiB in the guest): 0 and 1 byte, the
+ * old limit (261,024) and one byte either side, the largest exact block
+ * and the first size class, 1, 16 and 64 MiB.  Each is put, read back
+ * exactly by a second client cold (2 RTTs) and cached (1 RTT), written
+ * again and read through the stale cached location, changed by an rmw,
+ * and deleted.  One byte over the limit is -EMSGSIZE, and a server's
+ * --max-value reaches its clients.
+ */
+static void t_big_values(void)
+{
+	/* --grace above the slowest 64 MiB read (sanitizers, a loaded
+	 * machine): a read slower than the grace period is retried */
+	const char *extra[] = { "--memory", g_verbs ? "160M" : "400M",
+				"--grace", "5000", NULL };
+	const size_t sizes[] = { 0, 1, 261023, 261024, 261025,
+				 262080 - 32 - 1, 262080 - 32, 262080 - 31,
+				 1u << 20, 16u << 20, 64u << 20 };
+	size_t nsz = sizeof(sizes) / sizeof(sizes[0]) - (g_verbs ? 1 : 0);
+	size_t max = sizes[nsz - 1], len = 0;
+	unsigned char *v = malloc(RKV_VALUE_MAX + 1), *r = malloc(max + 1),
+		      *tmp = malloc(max + 1);
+	struct test_srv s;
+	struct rkv_client *c, *c2;
+	char k[32];
+
+	ASSERT_TRUE(v && r && tmp);
+	ASSERT_EQ(start(&s, extra), 0);
+	c = client_of(&s, 1, 20000);
+	c2 = client_of(&s, 1, 20000);
+	ASSERT_TRUE(c && c2);
+	for (size_t i = 0; i < nsz; i++) {
+		size_t n = sizes[i];
+
+		uint64_t t0 = rkv_now_ns(), t1, t2;
+
+		snprintf(k, sizeof(k), "big-%zu", n);
+		big_fill(v, n, 1);
+		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
+		t1 = rkv_now_ns();
+		rtts_of(c2, 'g');
+		memset(r, 0, n + 1);
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), r, max + 1, &len), 0);
+		t2 = rkv_now_ns();
+		EXPECT_EQ(rtts_of(c2, 'g'), 2); /* cold */
+		if (n >= (1u << 20))
+			printf("#   %zu bytes: put %.1f ms, cold get %.1f ms\n", n,
+			       (double)(t1 - t0) / 1e6,
+			       (double)(t2 - t1) / 1e6);
+		EXPECT_EQ(len, n);
+		EXPECT_TRUE(big_ok(r, n, 1, tmp));
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), r, max + 1, &len), 0);
+		EXPECT_EQ(rtts_of(c2, 'g'), 1); /* cached */
+		EXPECT_TRUE(len == n && big_ok(r, n, 1, tmp));
+		/* a value one byte short of it: -ENOBUFS, the length told */
+		if (n)
+			EXPECT_EQ(rkv_get(c2, k, strlen(k), r, n - 1, &len),
+				  -ENOBUFS);
+		EXPECT_EQ(len, n);
+		/* written again: c2's cached word is stale */
+		big_fill(v, n, 2);
+		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), r, max + 1, &len), 0);
+		EXPECT_TRUE(len == n && big_ok(r, n, 2, tmp));
+		EXPECT_EQ(rkv_rmw(c2, k, strlen(k), flip_first, NULL), 0);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, max + 1, &len), 0);
+		EXPECT_EQ(len, n);
+		if (n) {
+			r[0] ^= 0xff;
+			EXPECT_TRUE(big_ok(r, n, 2, tmp));
+		}
+		/* each size's space comes back: the region is not big
+		 * enough for all of them at once */
+		EXPECT_EQ(rkv_delete(c, k, strlen(k)), 0);
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), r, max + 1, &len),
+			  -ENOENT);
+	}
+	EXPECT_EQ(rkv_put(c, "over", 4, v, RKV_VALUE_MAX + 1), -EMSGSIZE);
+	rkv_client_destroy(c);
+	rkv_client_destroy(c2);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+
+	/* a server of --max-value 1M: its clients learn it at HELLO */
+	const char *small[] = { "--max-value", "1M", NULL };
+
+	ASSERT_EQ(start(&s, small), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	big_fill(v, (1u << 20) + 1, 3);
+	EXPECT_EQ(rkv_put(c, "m", 1, v, (1u << 20) + 1), -EMSGSIZE);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	/* a value larger than the whole region: full, said at once */
+	const char *tiny[] = { "--memory", "1M", "--chunk", "64K", NULL };
+
+	ASSERT_EQ(start(&s, tiny), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	EXPECT_EQ(rkv_put(c, "m", 1, v, 2u << 20), -ENOSPC);
+	EXPECT_EQ(rkv_put(c, "m", 1, v, 100000), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	ASSERT_EQ(start(&s, small), 0);
+	c = client_of(&s, 1, 5000);
+	ASSERT_TRUE(c != NULL);
+	big_fill(v, 1u << 20, 3);
+	EXPECT_EQ(rkv_put(c, "m", 1, v, 1u << 20), 0);
+	EXPECT_EQ(rkv_get(c, "m", 1, r, max + 1, &len), 0);
+	EXPECT_TRUE(len == 1u << 20 && big_ok(r, len, 3, tmp));
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	free(v);
+	free(r);
+	free(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 900);
@@ -1154,5 +1305,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_server_killed);
 	RKV_TEST(t_dead_client_space);
 	RKV_TEST(t_hash_collision);
+	RKV_TEST(t_big_values);
 	return rkv_test_done();
 }

@@ -67,6 +67,8 @@ struct lcfg {
 	double seconds_scale;
 	unsigned nsrv;           /* >1: a cluster of that many servers ... */
 	unsigned replicas;       /* ... each key on this many of them */
+	int big;                 /* values of 128 KiB - 1.3 MiB (over the
+				  * client's own buffers, size classes) */
 };
 
 #define MAX_SRV 3
@@ -77,6 +79,26 @@ static uint64_t g_max_ops = 100000; /* per client process */
 static uint64_t g_seed = 1;
 static int g_inject_all;
 static uint64_t g_total_checked, g_total_viol;
+/* value lengths: [g_val_min, g_val_min + g_val_span); g_val_max bounds
+ * them (buffers hold 2 * g_val_max) */
+static size_t g_val_min = 24, g_val_span = VAL_MAX - 24, g_val_max = VAL_MAX;
+
+/* This process's value buffer (2 * g_val_max; forked clients each get
+ * their own copy). */
+static char *vbuf(void)
+{
+	static char *b;
+	static size_t cap;
+
+	if (cap < 2 * g_val_max) {
+		free(b);
+		b = malloc(2 * g_val_max);
+		cap = b ? 2 * g_val_max : 0;
+		if (!b)
+			abort();
+	}
+	return b;
+}
 
 /* CLOCK_MONOTONIC itself: the history's clock must be the real one, the
  * same in every process (not rtime.h's, which a simulation may fake). */
@@ -102,7 +124,7 @@ static uint64_t mix(uint64_t x)
 
 static size_t val_len(uint32_t key, uint64_t id)
 {
-	return 24 + mix(id ^ ((uint64_t)key << 48)) % (VAL_MAX - 24);
+	return g_val_min + mix(id ^ ((uint64_t)key << 48)) % g_val_span;
 }
 
 /* key (4 bytes), magic, id, then a pattern from key and id */
@@ -125,10 +147,18 @@ static size_t make_val(char *buf, uint32_t key, uint64_t id)
 static int parse_val(const char *buf, size_t len, uint32_t key, uint64_t *id)
 {
 	uint32_t k, magic;
-	char want[VAL_MAX];
+	static char *want;
+	static size_t want_cap;
 
 	if (len < 16)
 		return -1;
+	if (want_cap < g_val_max) {
+		free(want);
+		want = malloc(g_val_max);
+		want_cap = want ? g_val_max : 0;
+		if (!want)
+			return -1;
+	}
 	memcpy(&k, buf, 4);
 	memcpy(&magic, buf + 4, 4);
 	memcpy(id, buf + 8, 8);
@@ -195,8 +225,11 @@ static int rmw_fn(const void *old, size_t old_len, void *out, size_t cap,
 		a->torn = 1;
 		a->old = LIN_ABSENT;
 	}
-	if (cap < VAL_MAX)
+	if (cap < val_len(a->key, a->new_id)) {
+		/* a big value: the client runs us again with room for it */
+		*out_len = val_len(a->key, a->new_id);
 		return -ENOBUFS;
+	}
 	*out_len = make_val(out, a->key, a->new_id);
 	return RKV_RMW_WRITE;
 }
@@ -224,7 +257,7 @@ static struct opres do_op(struct rkv_client *cl, int fd, int client,
 			  uint64_t seq, const char *name, uint32_t key,
 			  int kind)
 {
-	char buf[VAL_MAX * 2];
+	char *buf = vbuf();
 	size_t len = 0;
 	uint64_t in = kind == LIN_PUT || kind == LIN_RMW
 			      ? (uint64_t)client << 40 | seq : 0;
@@ -235,7 +268,7 @@ static struct opres do_op(struct rkv_client *cl, int fd, int client,
 	lin_log_call(fd, client, seq, key, kind, in, now_ns());
 	switch (kind) {
 	case LIN_GET:
-		rc = rkv_get(cl, name, strlen(name), buf, sizeof(buf), &len);
+		rc = rkv_get(cl, name, strlen(name), buf, 2 * g_val_max, &len);
 		if (rc == 0) {
 			r.ok = LIN_DONE;
 			if (parse_val(buf, len, key, &r.out)) {
@@ -282,7 +315,7 @@ static struct rkv_client *connect_to(const char *addr)
 {
 	if (addr[0] == '/')
 		return test_client_cluster(addr, 5000, 2000, NULL, NULL);
-	return test_client_at(addr, 5000, 4096);
+	return test_client_at(addr, 5000, g_val_max > 4096 ? 0 : 4096);
 }
 
 /* Start the configuration's servers: one, or a cluster of c->nsrv with
@@ -326,10 +359,10 @@ static int start_servers(const struct lcfg *c, struct test_srv *srv,
 /* The value id key holds at c (LIN_ABSENT, or LIN_NEVER: unreadable). */
 static uint64_t read_id(struct rkv_client *c, const char *name, uint32_t key)
 {
-	char buf[VAL_MAX * 2];
+	char *buf = vbuf();
 	size_t len = 0;
 	uint64_t id = 0;
-	int rc = rkv_get(c, name, strlen(name), buf, sizeof(buf), &len);
+	int rc = rkv_get(c, name, strlen(name), buf, 2 * g_val_max, &len);
 
 	if (rc == -ENOENT)
 		return LIN_ABSENT;
@@ -349,7 +382,8 @@ static unsigned check_replicas(const struct lcfg *c, const struct keyset *ks,
 	if (!pc)
 		return c->nhot;
 	for (unsigned i = 0; i < c->nsrv; i++)
-		d[i] = test_client_at(srv[i].addr, 5000, 4096);
+		d[i] = test_client_at(srv[i].addr, 5000,
+				      g_val_max > 4096 ? 0 : 4096);
 	/* at rest, with every writer finished (no kills): each server holds
 	 * the key's value or nothing (docs/DESIGN.md §9.7: I1, I2) */
 	for (unsigned k = 0; c->nemesis != NEM_KILL && k < c->nhot; k++) {
@@ -376,12 +410,12 @@ static unsigned check_replicas(const struct lcfg *c, const struct keyset *ks,
 		unsigned same = 0, other = 0;
 
 		for (unsigned i = 0; o.ok == LIN_DONE && i < c->nsrv; i++) {
-			char buf[VAL_MAX * 2];
+			char *buf = vbuf();
 			size_t len = 0;
 			uint64_t got = 0;
 			int rc = d[i] ? rkv_get(d[i], ks->hot[k],
 						strlen(ks->hot[k]), buf,
-						sizeof(buf), &len) : -EIO;
+						2 * g_val_max, &len) : -EIO;
 
 			if (rc == 0 && !parse_val(buf, len, k + 1, &got) &&
 			    got == id)
@@ -620,6 +654,9 @@ static void run_cfg(const struct lcfg *c)
 		seconds = 1;
 	memset(&r, 0, sizeof(r));
 	r.c = c;
+	g_val_min = c->big ? 128u << 10 : 24;
+	g_val_span = c->big ? 1200u << 10 : VAL_MAX - 24;
+	g_val_max = g_val_min + g_val_span;
 	r.next_id = 1;
 	make_keys(c, &r.ks);
 	snprintf(r.dir, sizeof(r.dir), "/tmp/rkv-lin-XXXXXX");
@@ -781,6 +818,13 @@ static const struct lcfg g_r2_pause = {
 	.nclients = 4, .nhot = 4, .nemesis = NEM_STOP, .pause_ms = 120,
 	.seconds_scale = 1, .nsrv = 3, .replicas = 2,
 };
+/* big values: blocks over the client's own buffers (256 KiB) and of
+ * several size classes, on one 2-bucket index */
+static const struct lcfg g_big = {
+	.name = "big-values", .args = { "--buckets", "2", "--memory", "512M",
+					NULL },
+	.nclients = 3, .nhot = 3, .seconds_scale = 1, .big = 1,
+};
 static const struct lcfg g_selftest = {
 	.name = "stale-injected", .args = { NULL },
 	.nclients = 3, .nhot = 4, .inject = 1, .seconds_scale = 0.25,
@@ -795,6 +839,7 @@ static void t_lin_detects_injected_stale(void) { run_cfg(&g_selftest); }
 static void t_lin_r2(void) { run_cfg(&g_r2); }
 static void t_lin_r3_kill9(void) { run_cfg(&g_r3_kill); }
 static void t_lin_r2_sigstop(void) { run_cfg(&g_r2_pause); }
+static void t_lin_big_values(void) { run_cfg(&g_big); }
 
 /* itest_lin --check FILE...: recheck saved histories. */
 static int recheck(int argc, char **argv)
@@ -847,6 +892,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_lin_r2);
 	RKV_TEST(t_lin_r3_kill9);
 	RKV_TEST(t_lin_r2_sigstop);
+	RKV_TEST(t_lin_big_values);
 	/* tests/torture.sh reads this line */
 	printf("# lin total (%s): %" PRIu64 " ops checked, %" PRIu64
 	       " violations\n", g_prov, g_total_checked, g_total_viol);

@@ -24,9 +24,9 @@ static void t_slot(void)
 {
 	uint64_t off = (1ull << 34) - 1, s;
 
-	s = rkv_slot_make(off, 4095, 0xab, 255);
+	s = rkv_slot_make(off, 1u << 24, 0xab, 255); /* 1 GiB: the largest */
 	EXPECT_EQ_U64(rkv_slot_offset(s), off * 64);
-	EXPECT_EQ(rkv_slot_size(s), 4095 * 64);
+	EXPECT_EQ(rkv_slot_size(s), RKV_MAX_BLOCK);
 	EXPECT_EQ(rkv_slot_fp(s), 0xab);
 	EXPECT_EQ(rkv_slot_version(s), 255);
 	EXPECT_TRUE(!rkv_slot_locked(s));
@@ -47,6 +47,46 @@ static void t_slot(void)
 	s = rkv_slot_make(1, 1, 0, 0);
 	EXPECT_TRUE(!rkv_slot_empty(s));
 	EXPECT_TRUE(!rkv_slot_same_block(s, rkv_slot_make(2, 1, 0, 0)));
+	EXPECT_TRUE(!rkv_slot_same_block(rkv_slot_make(2, 4096, 0, 0),
+					 rkv_slot_make(2, 4128, 0, 0)));
+}
+
+/* Size classes: every block size up to 1 GiB has a class at least as big
+ * and at most 1/128 bigger (exact below 2048 units), whose 12-bit code
+ * names it and nothing else, in order. */
+static void t_size_classes(void)
+{
+	uint32_t prev_class = 0, bad = 0;
+	unsigned prev_code = 0;
+
+	for (uint32_t u = 1; u <= RKV_MAX_BLOCK / RKV_BLOCK_ALIGN; u++) {
+		uint32_t c = rkv_units_class(u);
+		unsigned code = rkv_size_code(c);
+
+		if (c < u || (uint64_t)c * 128 > (uint64_t)u * 129 + 128 ||
+		    (u < RKV_SLOT_LINEAR_UNITS && c != u) || code == 0 ||
+		    code >= 4096 || rkv_code_units(code) != c ||
+		    (c != prev_class && code <= prev_code) ||
+		    (c == prev_class && code != prev_code))
+			bad++;
+		prev_class = c;
+		prev_code = code;
+	}
+	EXPECT_EQ(bad, 0);
+	EXPECT_EQ(rkv_units_class(RKV_MAX_BLOCK / 64), RKV_MAX_BLOCK / 64);
+	/* blocks are their class's size: a 64 MiB value with the longest
+	 * key takes 64.5 MiB, not 64 MiB + 1,056 rounded to 64; a block of
+	 * 4095 units (the largest before classes) takes 4096 */
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_MAX), 129u << 19);
+	EXPECT_EQ(rkv_block_size(1, 261024 + 1023), 262144);
+	EXPECT_EQ(rkv_block_size(1, 131072 - 33), 131072);
+	EXPECT_EQ(rkv_block_size(1, RKV_VALUE_LIMIT), RKV_MAX_BLOCK);
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_LIMIT), RKV_MAX_BLOCK);
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_LIMIT + 1), 0);
+	/* a size field past 1 GiB (no writer makes one) reads as 2 GiB */
+	EXPECT_EQ(rkv_slot_size(rkv_slot_make(0, 1, 0, 0) |
+				(4095ull << RKV_SLOT_SIZE_SHIFT)),
+		  2u << 30);
 }
 
 static void t_block(void)
@@ -88,10 +128,10 @@ static void t_block(void)
 	memset(buf, 0, sizeof(buf));
 	EXPECT_EQ(rkv_block_decode(buf, n, key, 7, &v, &vl, NULL), -EBADMSG);
 	/* limits */
-	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_MAX) <= RKV_MAX_BLOCK,
+	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX, RKV_VALUE_LIMIT) <= RKV_MAX_BLOCK,
 		  1);
 	EXPECT_EQ(rkv_block_size(RKV_KEY_MAX + 1, 0), 0);
-	EXPECT_EQ(rkv_block_size(1, RKV_VALUE_MAX + 1), 0);
+	EXPECT_EQ(rkv_block_size(1, RKV_VALUE_LIMIT + 1), 0);
 	EXPECT_EQ(rkv_block_encode(buf, key, 0, val, 1, 0, 0, 0), 0);
 	/* empty value */
 	n = rkv_block_encode(buf, key, 7, NULL, 0, 1, 1, 1);
@@ -120,8 +160,8 @@ static void t_block_hdr_fill(void)
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, 0, 0, 0, 0), 64);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 32, 0, 0, 0, 0), 64);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 33, 0, 0, 0, 0), 128);
-	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_KEY_MAX, RKV_VALUE_MAX, 0, 0, 0),
-		  (int)rkv_block_size(RKV_KEY_MAX, RKV_VALUE_MAX));
+	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_KEY_MAX, RKV_VALUE_LIMIT, 0, 0, 0),
+		  (int)rkv_block_size(RKV_KEY_MAX, RKV_VALUE_LIMIT));
 	memset(&h, 0xee, sizeof(h));
 	keep = h;
 	/* the host and device paths refuse an empty key alike */
@@ -129,7 +169,7 @@ static void t_block_hdr_fill(void)
 	EXPECT_EQ(rkv_block_hdr_fill(&h, 0, 0, 1, 2, 3), -EINVAL);
 	EXPECT_EQ(rkv_block_hdr_fill(&h, RKV_KEY_MAX + 1, 0, 1, 2, 3),
 		  -EMSGSIZE);
-	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, RKV_VALUE_MAX + 1, 1, 2, 3),
+	EXPECT_EQ(rkv_block_hdr_fill(&h, 1, RKV_VALUE_LIMIT + 1, 1, 2, 3),
 		  -EMSGSIZE);
 	EXPECT_TRUE(memcmp(&h, &keep, sizeof(h)) == 0);
 }
@@ -153,12 +193,12 @@ static void t_block_hdr_check(void)
 		{ RKV_KEY_MAX + 1, 0, RKV_MAX_BLOCK, -EBADMSG },
 		{ 0xffff, 0, SIZE_MAX, -EBADMSG },
 		/* the value limit holds even with room to spare */
-		{ 1, RKV_VALUE_MAX, RKV_MAX_BLOCK, 0 },
-		{ 1, RKV_VALUE_MAX + 1, SIZE_MAX, -EBADMSG },
+		{ 1, RKV_VALUE_LIMIT, RKV_MAX_BLOCK, 0 },
+		{ 1, RKV_VALUE_LIMIT + 1, SIZE_MAX, -EBADMSG },
 		{ 1, UINT32_MAX, SIZE_MAX, -EBADMSG },
 		/* the largest block is the largest slot size */
-		{ RKV_KEY_MAX, RKV_VALUE_MAX, RKV_MAX_BLOCK, 0 },
-		{ RKV_KEY_MAX, RKV_VALUE_MAX, RKV_MAX_BLOCK - 1, -EBADMSG },
+		{ RKV_KEY_MAX, RKV_VALUE_LIMIT, RKV_MAX_BLOCK, 0 },
+		{ RKV_KEY_MAX, RKV_VALUE_LIMIT, RKV_MAX_BLOCK - 1, -EBADMSG },
 	};
 	struct rkv_block_hdr h;
 	size_t used;
@@ -306,7 +346,7 @@ static int ref_decode(const void *buf, size_t buf_len, const void *key,
 	if (buf_len < RKV_BLOCK_HDR_SIZE)
 		return -EBADMSG;
 	if (h->key_len == 0 || h->key_len > RKV_KEY_MAX ||
-	    h->val_len > RKV_VALUE_MAX)
+	    h->val_len > RKV_VALUE_LIMIT)
 		return -EBADMSG;
 	used = RKV_BLOCK_HDR_SIZE + (size_t)h->key_len + h->val_len;
 	if (used > buf_len)
@@ -352,7 +392,7 @@ static void t_block_decode_composed(void)
 			h->key_len = (uint16_t)(r >> 8 & 1 ? kr % 48
 							   : RKV_KEY_MAX - 1 + kr % 3);
 			h->val_len = r >> 9 & 3 ? vr % 1500
-						: RKV_VALUE_MAX - 1 + vr % 3;
+						: RKV_VALUE_LIMIT - 1 + vr % 3;
 		}
 		if ((r >> 2 & 1) && n >= RKV_BLOCK_HDR_SIZE &&
 		    rkv_block_used(h) <= n)
@@ -649,13 +689,14 @@ static void t_msg_counter(void)
 	m.u.hello_reply.counters_count = 7;
 	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
 	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
-			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX };
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4 };
 
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < 4; i++) {
 		memcpy(buf + 8, &olds[i], 4);
 		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}
@@ -901,6 +942,7 @@ int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, 60);
 	RKV_TEST(t_slot);
+	RKV_TEST(t_size_classes);
 	RKV_TEST(t_block);
 	RKV_TEST(t_block_hdr_fill);
 	RKV_TEST(t_block_hdr_check);

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bigbuf.c - registered buffers for blocks larger than a slot's own.
+ *
+ * Each op slot owns an op buffer and a new-block buffer in the client's
+ * registered region, sized for blocks up to INLINE_BLOCK (256 KiB less
+ * 64 bytes; client.h).  A value above that (up to the server's
+ * --max-value, 64 MiB by default) is read into, or built in, a buffer
+ * registered for the op: op_room switches the slot's op buffer to one
+ * (carrying the words and buckets already read), op_nb_room its
+ * new-block buffer.  Both go back when the slot is handed back
+ * (op_big_release), never while a round is in flight: a slot is handed
+ * back only after its last round completed.  The client keeps up to
+ * BIG_KEEP idle buffers for the next big op and frees the rest, so a
+ * stream of big puts or gets registers memory once, not per op.
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "alloc.h"
+
+#define BIG_KEEP 2u              /* idle buffers kept */
+#define BIG_ROUND (1u << 20)     /* sizes are rounded up to a MiB */
+
+static void big_free(struct bigbuf *b)
+{
+	if (b->mr)
+		rkv_mr_dereg(b->mr);
+	if (b->p)
+		munmap(b->p, b->len);
+	memset(b, 0, sizeof(*b));
+}
+
+/* An idle buffer of at least len bytes (not over four times that), or a
+ * new one.  NULL: out of memory or registration refused. */
+static struct bigbuf *big_get(struct rkv_client *c, size_t len)
+{
+	struct bigbuf *best = NULL, *slot = NULL;
+	size_t want = (len + BIG_ROUND - 1) & ~(size_t)(BIG_ROUND - 1);
+
+	for (unsigned i = 0; i < c->nbig; i++) {
+		struct bigbuf *b = &c->big[i];
+
+		if (!b->p) {
+			if (!slot)
+				slot = b;
+			continue;
+		}
+		if (b->busy || b->len < len || b->len / 4 > len)
+			continue;
+		if (!best || b->len < best->len)
+			best = b;
+	}
+	if (best) {
+		best->busy = 1;
+		return best;
+	}
+	if (!slot)
+		return NULL; /* cannot happen: 2 per slot + BIG_KEEP */
+	slot->p = mmap(NULL, want, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (slot->p == MAP_FAILED) {
+		slot->p = NULL;
+		return NULL;
+	}
+	slot->len = want;
+	if (rkv_mr_reg(c->eng.tp, slot->p, want, RKV_ACCESS_LOCAL_WRITE,
+		       &slot->mr)) {
+		slot->mr = NULL;
+		big_free(slot);
+		return NULL;
+	}
+	slot->busy = 1;
+	return slot;
+}
+
+static void big_put(struct rkv_client *c, struct bigbuf *b)
+{
+	unsigned idle = 0;
+
+	b->busy = 0;
+	for (unsigned i = 0; i < c->nbig; i++)
+		idle += c->big[i].p && !c->big[i].busy;
+	while (idle > BIG_KEEP) {
+		struct bigbuf *small = NULL;
+
+		for (unsigned i = 0; i < c->nbig; i++) {
+			struct bigbuf *x = &c->big[i];
+
+			if (x->p && !x->busy && (!small || x->len < small->len))
+				small = x;
+		}
+		big_free(small);
+		idle--;
+	}
+}
+
+int bigbuf_init(struct rkv_client *c)
+{
+	c->nbig = 2 * c->nslots + BIG_KEEP + 1;
+	c->big = rkv_calloc(c->nbig, sizeof(*c->big));
+	return c->big ? 0 : -ENOMEM;
+}
+
+void bigbuf_fini(struct rkv_client *c)
+{
+	for (unsigned i = 0; c->big && i < c->nbig; i++)
+		big_free(&c->big[i]);
+	rkv_free(c->big);
+	c->big = NULL;
+	c->nbig = 0;
+}
+
+int op_room(struct opslot *o, size_t room)
+{
+	struct bigbuf *b;
+
+	if (room <= o->room)
+		return 0;
+	if (o->d || room > RKV_MAX_BLOCK)
+		return -EMSGSIZE; /* device staging is sized for inline */
+	b = big_get(o->c, OB_BLOCKS + room);
+	if (!b)
+		return -ENOMEM;
+	memcpy(b->p, o->buf, OB_BLOCKS); /* the words and buckets read */
+	if (o->rbig)
+		big_put(o->c, o->rbig);
+	o->rbig = b;
+	o->buf = b->p;
+	o->lkey = b->mr->lkey;
+	o->room = b->len - OB_BLOCKS;
+	return 0;
+}
+
+int op_nb_room(struct opslot *o, size_t size)
+{
+	struct bigbuf *b;
+
+	if (size <= o->c->new_blk_size ||
+	    (o->wbig && size <= o->wbig->len))
+		return 0;
+	if (o->d || size > RKV_MAX_BLOCK)
+		return -EMSGSIZE;
+	b = big_get(o->c, size);
+	if (!b)
+		return -ENOMEM;
+	if (o->wbig)
+		big_put(o->c, o->wbig);
+	o->wbig = b;
+	return 0;
+}
+
+size_t op_nb_cap(const struct opslot *o)
+{
+	return o->wbig ? o->wbig->len : o->c->new_blk_size;
+}
+
+void op_big_release(struct opslot *o)
+{
+	if (o->rbig) {
+		big_put(o->c, o->rbig);
+		o->rbig = NULL;
+		o->buf = o->own_buf;
+		o->lkey = o->own_lkey;
+		o->room = o->c->op_buf_size - OB_BLOCKS;
+	}
+	if (o->wbig) {
+		big_put(o->c, o->wbig);
+		o->wbig = NULL;
+	}
+}
