@@ -12,7 +12,9 @@
  * (op_big_release), never while a round is in flight: a slot is handed
  * back only after its last round completed.  The client keeps up to
  * BIG_KEEP idle buffers for the next big op and frees the rest, so a
- * stream of big puts or gets registers memory once, not per op.
+ * stream of big puts or gets registers memory once, not per op.  A scan
+ * and a migration hold one of the pool's buffers for the blocks they read
+ * (bigbuf_hold), grown to the largest block they meet.
  */
 #include "client.h"
 
@@ -36,7 +38,7 @@ static void big_free(struct bigbuf *b)
 
 /* An idle buffer of at least len bytes (not over four times that), or a
  * new one.  NULL: out of memory or registration refused. */
-static struct bigbuf *big_get(struct rkv_client *c, size_t len)
+struct bigbuf *bigbuf_get(struct rkv_client *c, size_t len)
 {
 	struct bigbuf *best = NULL, *slot = NULL;
 	size_t want = (len + BIG_ROUND - 1) & ~(size_t)(BIG_ROUND - 1);
@@ -59,7 +61,7 @@ static struct bigbuf *big_get(struct rkv_client *c, size_t len)
 		return best;
 	}
 	if (!slot)
-		return NULL; /* cannot happen: 2 per slot + BIG_KEEP */
+		return NULL; /* cannot happen: 2 per slot, a scan's, BIG_KEEP */
 	slot->p = mmap(NULL, want, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (slot->p == MAP_FAILED) {
@@ -77,7 +79,7 @@ static struct bigbuf *big_get(struct rkv_client *c, size_t len)
 	return slot;
 }
 
-static void big_put(struct rkv_client *c, struct bigbuf *b)
+void bigbuf_put(struct rkv_client *c, struct bigbuf *b)
 {
 	unsigned idle = 0;
 
@@ -100,7 +102,7 @@ static void big_put(struct rkv_client *c, struct bigbuf *b)
 
 int bigbuf_init(struct rkv_client *c)
 {
-	c->nbig = 2 * c->nslots + BIG_KEEP + 1;
+	c->nbig = 2 * c->nslots + 1 + BIG_KEEP + 1;
 	c->big = rkv_calloc(c->nbig, sizeof(*c->big));
 	return c->big ? 0 : -ENOMEM;
 }
@@ -116,41 +118,46 @@ void bigbuf_fini(struct rkv_client *c)
 
 int op_room(struct opslot *o, size_t room)
 {
-	struct bigbuf *b;
+	char head[OB_BLOCKS]; /* the words and buckets read, carried over */
+	int rc;
 
 	if (room <= o->room)
 		return 0;
 	if (o->d || room > RKV_MAX_BLOCK)
 		return -EMSGSIZE; /* device staging is sized for inline */
-	b = big_get(o->c, OB_BLOCKS + room);
-	if (!b)
+	memcpy(head, o->buf, OB_BLOCKS);
+	rc = bigbuf_hold(o->c, &o->rbig, OB_BLOCKS + room);
+	if (rc)
+		return rc;
+	memcpy(o->rbig->p, head, OB_BLOCKS);
+	o->buf = o->rbig->p;
+	o->lkey = o->rbig->mr->lkey;
+	o->room = o->rbig->len - OB_BLOCKS;
+	return 0;
+}
+
+int bigbuf_hold(struct rkv_client *c, struct bigbuf **b, size_t len)
+{
+	struct bigbuf *n;
+
+	if (*b && (*b)->len >= len)
+		return 0;
+	n = bigbuf_get(c, len);
+	if (!n)
 		return -ENOMEM;
-	memcpy(b->p, o->buf, OB_BLOCKS); /* the words and buckets read */
-	if (o->rbig)
-		big_put(o->c, o->rbig);
-	o->rbig = b;
-	o->buf = b->p;
-	o->lkey = b->mr->lkey;
-	o->room = b->len - OB_BLOCKS;
+	if (*b)
+		bigbuf_put(c, *b);
+	*b = n;
 	return 0;
 }
 
 int op_nb_room(struct opslot *o, size_t size)
 {
-	struct bigbuf *b;
-
-	if (size <= o->c->new_blk_size ||
-	    (o->wbig && size <= o->wbig->len))
+	if (size <= o->c->new_blk_size)
 		return 0;
 	if (o->d || size > RKV_MAX_BLOCK)
 		return -EMSGSIZE;
-	b = big_get(o->c, size);
-	if (!b)
-		return -ENOMEM;
-	if (o->wbig)
-		big_put(o->c, o->wbig);
-	o->wbig = b;
-	return 0;
+	return bigbuf_hold(o->c, &o->wbig, size);
 }
 
 size_t op_nb_cap(const struct opslot *o)
@@ -161,14 +168,14 @@ size_t op_nb_cap(const struct opslot *o)
 void op_big_release(struct opslot *o)
 {
 	if (o->rbig) {
-		big_put(o->c, o->rbig);
+		bigbuf_put(o->c, o->rbig);
 		o->rbig = NULL;
 		o->buf = o->own_buf;
 		o->lkey = o->own_lkey;
 		o->room = o->c->op_buf_size - OB_BLOCKS;
 	}
 	if (o->wbig) {
-		big_put(o->c, o->wbig);
+		bigbuf_put(o->c, o->wbig);
 		o->wbig = NULL;
 	}
 }

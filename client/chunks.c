@@ -153,9 +153,10 @@ int space_alloc(struct space *sp, uint32_t size, struct blk_ref *b)
 			ch->pending++;
 			return 0;
 		}
-		/* a block over the chunk size gets a grant of its own: the
-		 * chunks in use are not full for the next small block */
-		if (size > sp->p->g.chunk_size)
+		/* a block over the chunk size gets a grant of its own: a
+		 * chunk with room left stays for the next small block (a
+		 * full one, such as a big block's own, retires) */
+		if (size > sp->p->g.chunk_size && ch->used < ch->len)
 			continue;
 		/* full: hand the unwritten tail back, retire when settled */
 		ch->active = 0;

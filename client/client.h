@@ -145,9 +145,16 @@ int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 /* Log through the client's callback (engine.c). */
 #define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)
 
-/* bigbuf.c */
+/* bigbuf.c: the client's pool of registered buffers for big blocks */
 int bigbuf_init(struct rkv_client *c);
 void bigbuf_fini(struct rkv_client *c);
+/* A buffer of at least len bytes (an idle one up to 4 times that, or a
+ * new one), or NULL (out of memory, registration refused). */
+struct bigbuf *bigbuf_get(struct rkv_client *c, size_t len);
+void bigbuf_put(struct rkv_client *c, struct bigbuf *b);
+/* *b (NULL or held) holds at least len bytes: swapped for a bigger one
+ * when it does not (contents not kept).  0 or -ENOMEM. */
+int bigbuf_hold(struct rkv_client *c, struct bigbuf **b, size_t len);
 
 /* api.c */
 int client_progress(struct rkv_client *c);

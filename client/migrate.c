@@ -54,10 +54,8 @@ struct mig {
 	char *buf;                   /* registered: SCAN_CHUNK of index,
 				      * CHAIN CAS results */
 	uint64_t *res;
-	char *blks;                  /* registered (bmr): blocks read, */
-	uint32_t blks_cap;           /* BLKS_CAP or the largest block seen */
-	struct rkv_mr *bmr;
-	char *blk;                   /* one block (blks' start) */
+	struct bigbuf *big;          /* blocks read: BLKS_CAP, or the largest
+				      * block met (the client's pool) */
 	struct walk_item todo[CHAIN]; /* committed slots of the batch */
 	unsigned ntodo;
 	int from_peer[RKV_MAP_SERVERS_MAX], to_peer[RKV_MAP_SERVERS_MAX];
@@ -98,13 +96,11 @@ static void sleep_ms(unsigned ms)
 
 /* ------------------------------------------------------ one-sided I/O */
 
-static int mrd(struct mig *m, unsigned pi, uint64_t addr, uint32_t rkey,
-	      char *local, uint32_t len)
+static int mrd(struct mig *m, const struct rkv_mr *mr, unsigned pi,
+	       uint64_t addr, uint32_t rkey, char *local, uint32_t len)
 {
-	int blocks = local >= m->blks && local < m->blks + m->blks_cap;
 	struct rkv_wr wr = { .opcode = RKV_WR_READ, .local = local,
-			     .length = len,
-			     .lkey = blocks ? m->bmr->lkey : m->mr->lkey,
+			     .length = len, .lkey = mr->lkey,
 			     .remote_addr = addr, .rkey = rkey };
 
 	return aux_run(m->c, &m->c->peer[pi], &wr, NULL);
@@ -121,14 +117,11 @@ static int mcas(struct mig *m, unsigned pi, uint64_t addr, uint64_t expect,
 	return aux_run(m->c, p, &wr, old);
 }
 
-/* The block buffer holds size bytes (a big value: reallocated). */
+/* The block buffer holds size bytes (at least BLKS_CAP). */
 static int blks_room(struct mig *m, uint32_t size)
 {
-	size_t cap = m->blks_cap;
-	int rc = walk_buf_room(m->c, &m->blks, &cap, &m->bmr, size, BLKS_CAP);
+	int rc = bigbuf_hold(m->c, &m->big, size < BLKS_CAP ? BLKS_CAP : size);
 
-	m->blk = m->blks;
-	m->blks_cap = (uint32_t)cap;
 	return rc ? say(m, rc, "no buffer for blocks of %u bytes: %s", size,
 			strerror(-rc))
 		  : 0;
@@ -159,8 +152,8 @@ static int set_part(struct mig *m, unsigned pi, unsigned part, uint64_t want)
 static int read_parts(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	int rc = mrd(m, pi, peer_part_addr(p, 0), p->ctrl.keys.index, m->buf,
-		    RKV_PART_TABLE_SIZE);
+	int rc = mrd(m, m->mr, pi, peer_part_addr(p, 0), p->ctrl.keys.index,
+		     m->buf, RKV_PART_TABLE_SIZE);
 
 	if (rc)
 		return say(m, rc, "server %s: READ of the partition table: %s",
@@ -187,12 +180,12 @@ static int read_block(struct mig *m, unsigned pi, uint64_t w,
 	rc = blks_room(m, size);
 	if (rc)
 		return rc;
-	rc = mrd(m, pi, p->g.data_addr + rkv_slot_offset(w), p->ctrl.keys.data,
-		m->blk, size);
+	rc = mrd(m, m->big->mr, pi, p->g.data_addr + rkv_slot_offset(w),
+		 p->ctrl.keys.data, m->big->p, size);
 	if (rc)
 		return say(m, rc, "server %s: READ of a block: %s", p->label,
 			   strerror(-rc));
-	return rkv_block_decode(m->blk, size, NULL, 0, val, vl, h);
+	return rkv_block_decode(m->big->p, size, NULL, 0, val, vl, h);
 }
 
 static unsigned part_of_key(const void *key, size_t len)
@@ -224,7 +217,7 @@ static int slot_part(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 	}
 	if (rc)
 		return rc;
-	*part = part_of_key(m->blk + RKV_BLOCK_HDR_SIZE, h->key_len);
+	*part = part_of_key(m->big->p + RKV_BLOCK_HDR_SIZE, h->key_len);
 	m->seen[i] = w;
 	m->part[i] = (uint16_t)*part;
 	m->copied[i] = 0;
@@ -234,7 +227,7 @@ static int slot_part(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 /* ------------------------------------------------------------ batches */
 
 /* READ the blocks of it[0..n) (n <= CHAIN, sizes within BLKS_CAP) from
- * peer pi into m->blks, in one doorbell; it[k].off says where. */
+ * peer pi into m->big->p, in one doorbell; it[k].off says where. */
 static int read_blocks(struct mig *m, unsigned pi, struct walk_item *it,
 		       unsigned n)
 {
@@ -244,7 +237,7 @@ static int read_blocks(struct mig *m, unsigned pi, struct walk_item *it,
 
 	if (!n)
 		return 0;
-	walk_block_wrs(p, m->bmr->lkey, m->blks, it, n, wr);
+	walk_block_wrs(p, m->big->mr->lkey, m->big->p, it, n, wr);
 	rc = aux_run_n(m->c, p, wr, n, NULL);
 	return rc ? say(m, rc, "server %s: READ of blocks: %s", p->label,
 			strerror(-rc))
@@ -261,7 +254,7 @@ static int learn(struct mig *m, unsigned pi, struct walk_item *it,
 	for (unsigned k = 0; k < n && !rc; k++) {
 		struct walk_blk b;
 
-		if (walk_block(m->blks, &it[k], &b))
+		if (walk_block(m->big->p, &it[k], &b))
 			continue; /* unknown: the pass reads it again */
 		m->seen[it[k].i] = it[k].w;
 		m->part[it[k].i] = (uint16_t)part_of_key(b.key, b.h->key_len);
@@ -287,7 +280,7 @@ static int learn_chunk(struct mig *m, unsigned pi, uint64_t first, uint32_t n)
 		    (m->part[i] != NO_PART &&
 		     rkv_slot_same_block(m->seen[i], w)))
 			continue;
-		if (k == CHAIN || bytes + rkv_slot_size(w) > m->blks_cap) {
+		if (k == CHAIN || bytes + rkv_slot_size(w) > m->big->len) {
 			rc = learn(m, pi, it, k);
 			k = 0;
 			bytes = 0;
@@ -312,7 +305,7 @@ static int copy_keys(struct mig *m, unsigned pi, struct walk_item *it,
 	for (unsigned k = 0; k < n && !rc; k++) {
 		struct walk_blk b;
 
-		if (walk_block(m->blks, &it[k], &b))
+		if (walk_block(m->big->p, &it[k], &b))
 			return say(m, -EIO, "server %s: a moved slot names a "
 				   "bad block", m->c->peer[pi].label);
 		kv[k] = (struct rkv_kv){ .key = b.key,
@@ -367,7 +360,7 @@ static int flush_todo(struct mig *m, unsigned pi, int *left)
 			continue;
 		}
 		m->seen[m->todo[k].i] = moved;
-		if (bytes + rkv_slot_size(moved) > m->blks_cap) {
+		if (bytes + rkv_slot_size(moved) > m->big->len) {
 			rc = copy_keys(m, pi, mv, nmv);
 			nmv = 0;
 			bytes = 0;
@@ -437,8 +430,8 @@ static int survey(struct mig *m, unsigned pi)
 		uint32_t n = (uint32_t)(len - off < SCAN_CHUNK ? len - off
 							       : SCAN_CHUNK);
 
-		rc = mrd(m, pi, p->g.index_addr + off, p->ctrl.keys.index,
-			 m->buf, n);
+		rc = mrd(m, m->mr, pi, p->g.index_addr + off,
+			 p->ctrl.keys.index, m->buf, n);
 		if (rc)
 			return say(m, rc, "server %s: READ of the index: %s",
 				   p->label, strerror(-rc));
@@ -463,8 +456,8 @@ static int move_batch(struct mig *m, unsigned pi)
 							? len - off
 							: SCAN_CHUNK);
 
-			rc = mrd(m, pi, p->g.index_addr + off,
-				p->ctrl.keys.index, m->buf, n);
+			rc = mrd(m, m->mr, pi, p->g.index_addr + off,
+				 p->ctrl.keys.index, m->buf, n);
 			if (rc) {
 				rc = say(m, rc, "server %s: READ of the index: "
 					 "%s", p->label, strerror(-rc));
@@ -585,10 +578,9 @@ static void teardown(struct mig *m)
 	rkv_free(m->tent_since);
 	if (m->mr)
 		rkv_mr_dereg(m->mr);
-	if (m->bmr)
-		rkv_mr_dereg(m->bmr);
+	if (m->big)
+		bigbuf_put(m->c, m->big);
 	rkv_free(m->buf);
-	rkv_free(m->blks);
 	rkv_client_destroy(m->c);
 }
 
@@ -752,8 +744,8 @@ static int clean_peer(struct mig *m, unsigned pi)
 		uint32_t n = (uint32_t)(len - off < SCAN_CHUNK ? len - off
 							       : SCAN_CHUNK);
 
-		rc = mrd(m, pi, p->g.index_addr + off, p->ctrl.keys.index,
-			m->buf, n);
+		rc = mrd(m, m->mr, pi, p->g.index_addr + off,
+			 p->ctrl.keys.index, m->buf, n);
 		for (uint32_t k = 0; k < n / 8 && !rc; k++) {
 			const struct rkv_block_hdr *h;
 			const void *v;
@@ -767,7 +759,7 @@ static int clean_peer(struct mig *m, unsigned pi)
 			rc = read_block(m, pi, w, &h, &v, &vl);
 			if (rc)
 				break;
-			if (!gone[part_of_key(m->blk + RKV_BLOCK_HDR_SIZE,
+			if (!gone[part_of_key(m->big->p + RKV_BLOCK_HDR_SIZE,
 					      h->key_len)])
 				continue;
 			grant = h->grant;

@@ -23,32 +23,31 @@
 
 #include "rtime.h"
 
-/* Run the rmw callback; its value lands where our new block's value goes. */
+/* Run the rmw callback; its value lands where our new block's value goes:
+ * room for max(old_len, INLINE_VALUE), or for the length a callback
+ * asked for with -ENOBUFS (it runs once more). */
 void rmw_call_fn(struct opslot *o, const void *old, uint32_t old_len)
 {
-	int act;
+	size_t want = old_len;
+	int act = 0;
 
-	o->rmw.len = 0;
-	/* room for a value as long as the old one, at least INLINE_VALUE */
-	act = old_len > INLINE_VALUE ?
-		      op_nb_room(o, rkv_block_size(o->op->key_len, old_len)) :
-		      0;
-	if (act) {
-		o->rmw.action = act;
-		return;
-	}
-	act = o->op->fn(old, old_len,
-			new_blk_buf(o) + RKV_BLOCK_HDR_SIZE + o->op->key_len,
-			nb_value_cap(o), &o->rmw.len, o->op->fn_arg);
-	/* a value over out_cap: -ENOBUFS with its length asks for room */
-	if (act == -ENOBUFS && o->rmw.len > nb_value_cap(o) &&
-	    o->rmw.len <= op_value_max(o) &&
-	    !op_nb_room(o, rkv_block_size(o->op->key_len, o->rmw.len))) {
+	for (int run = 0; run < 2 && !act; run++) {
+		act = want > INLINE_VALUE ?
+			      op_nb_room(o, rkv_block_size(o->op->key_len,
+							   want)) :
+			      0;
+		if (act)
+			break;
 		o->rmw.len = 0;
 		act = o->op->fn(old, old_len,
 				new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
 					o->op->key_len,
 				nb_value_cap(o), &o->rmw.len, o->op->fn_arg);
+		if (act != -ENOBUFS || run || o->rmw.len <= nb_value_cap(o) ||
+		    o->rmw.len > op_value_max(o))
+			break;
+		want = o->rmw.len;
+		act = 0;
 	}
 	if (act > RKV_RMW_DELETE)
 		act = -EINVAL;
@@ -100,7 +99,8 @@ void rmw_commit(struct opslot *o)
 				  new_blk_buf(o) + RKV_BLOCK_HDR_SIZE +
 					  o->op->key_len;
 
-		rc = o->rmw.len > nb_value_cap(o) ?
+		/* a callback's value must fit the room it was given */
+		rc = o->kind->wmode != WM_PUT && o->rmw.len > nb_value_cap(o) ?
 			     -EMSGSIZE :
 			     nb_make(o, src, o->rmw.len, o->rmw.version);
 	} else if (act == RKV_RMW_DELETE && repl && o->rmw.locked) {

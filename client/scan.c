@@ -51,9 +51,8 @@ struct scan {
 	uint64_t *w1;                /* a chunk's words, as last seen */
 	uint64_t *w2;                /* the words read again */
 	uint64_t *pt0, *pt1;         /* a partition table, before and after */
-	char *blks;                  /* blocks read (bmr): BLKS_CAP, or the */
-	size_t blks_cap;             /* largest block met */
-	struct rkv_mr *bmr;
+	struct bigbuf *big;          /* blocks read: BLKS_CAP, or the largest
+				      * block met (the client's pool) */
 };
 
 /* One scan. */
@@ -75,11 +74,10 @@ static size_t scan_len(void)
 	return 2 * (size_t)CHUNK_WORDS * 8 + 2 * (size_t)RKV_PART_TABLE_SIZE;
 }
 
-/* The block buffer holds size bytes (a big value: reallocated). */
+/* The block buffer holds size bytes (at least BLKS_CAP). */
 static int blks_room(struct rkv_client *c, struct scan *s, size_t size)
 {
-	return walk_buf_room(c, &s->blks, &s->blks_cap, &s->bmr, size,
-			     BLKS_CAP);
+	return bigbuf_hold(c, &s->big, size < BLKS_CAP ? BLKS_CAP : size);
 }
 
 static int scan_init(struct rkv_client *c)
@@ -121,9 +119,8 @@ void scan_fini(struct rkv_client *c)
 		return;
 	rkv_mr_dereg(s->mr);
 	rkv_free(s->mem);
-	if (s->bmr)
-		rkv_mr_dereg(s->bmr);
-	rkv_free(s->blks);
+	if (s->big)
+		bigbuf_put(c, s->big);
 	rkv_free(s);
 	c->scan = NULL;
 }
@@ -203,7 +200,7 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 			return rc;
 		while (k < np && k < ROUND_BLKS &&
 		       bytes + rkv_slot_size(s->w1[x->pend[k]]) <=
-			       s->blks_cap) {
+			       s->big->len) {
 			uint32_t j = x->pend[k];
 
 			it[k++] = (struct walk_item){ .i = j, .w = s->w1[j] };
@@ -211,7 +208,7 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 		}
 		lo = x->pend[0];
 		hi = x->pend[k - 1];
-		walk_block_wrs(p, s->bmr->lkey, s->blks, it, k, wr);
+		walk_block_wrs(p, s->big->mr->lkey, s->big->p, it, k, wr);
 		/* RC runs a QP's READs in order: these words are read
 		 * after the blocks */
 		wr[k] = (struct rkv_wr){
@@ -230,7 +227,7 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 			struct walk_blk b;
 
 			if (((cur ^ it[q].w) & ~RKV_SLOT_LOCK) == 0) {
-				if (walk_block(s->blks, &it[q], &b)) {
+				if (walk_block(s->big->p, &it[q], &b)) {
 					clog_(x->c, RKV_LOG_ERROR, "scan: "
 					      "server %s: slot %llu names a "
 					      "bad block", p->label,

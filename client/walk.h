@@ -45,11 +45,6 @@ uint32_t walk_block_wrs(const struct peer *p, uint32_t lkey, char *buf,
 
 /* Check the block of it that those READs brought into buf: 0 with *b
  * set, or -EBADMSG (torn, reused or garbage). */
-/* A registered block buffer (*buf, *cap bytes, *mr) that holds size
- * bytes: reallocated to max(size rounded up to a MiB, floor) when it
- * does not.  0 or -errno (*buf NULL, *cap 0). */
-int walk_buf_room(struct rkv_client *c, char **buf, size_t *cap,
-		  struct rkv_mr **mr, size_t size, size_t floor);
 int walk_block(const char *buf, const struct walk_item *it,
 	       struct walk_blk *b);
 

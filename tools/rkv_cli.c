@@ -696,6 +696,10 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 	case -ENOSPC:
 		hint = "full: its index (--capacity) or data memory (--memory)";
 		break;
+	case -EMSGSIZE:
+		hint = "the value is over its --max-value (or, with replicas, "
+		       "over 256 KiB)";
+		break;
 	case -EDQUOT:
 		hint = "this client holds its --max-chunks chunks";
 		break;

@@ -94,7 +94,7 @@ int rkv_tp_verbs_available(char *why, size_t whylen)
 
 /* ------------------------------------------------------------ context */
 
-int rkv_verbs_gid_is_zero(const union ibv_gid *g)
+static int gid_is_zero(const union ibv_gid *g)
 {
 	static const union ibv_gid zero;
 
@@ -132,11 +132,11 @@ int rkv_verbs_query_gid(struct ibv_context *ctx, uint8_t port, int idx,
 		*kind = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? GID_ROCE_V2 :
 			e.gid_type == IBV_GID_TYPE_ROCE_V1 ? GID_ROCE_V1 :
 							       GID_IB;
-		return rkv_verbs_gid_is_zero(gid) ? -ENODATA : 0;
+		return gid_is_zero(gid) ? -ENODATA : 0;
 	}
 	if (ibv_query_gid(ctx, port, idx, gid))
 		return -EINVAL;
-	if (rkv_verbs_gid_is_zero(gid))
+	if (gid_is_zero(gid))
 		return -ENODATA;
 	*kind = GID_UNKNOWN;
 	snprintf(path, sizeof(path),
@@ -215,15 +215,37 @@ static int choose_knobs(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 	return 0;
 }
 
+int rkv_verbs_default_gid(struct ibv_context *ctx, uint8_t port,
+			  int tbl_len)
+{
+	int any_v2 = -1, any = -1;
+	enum verbs_gid_kind k;
+	union ibv_gid g;
+
+	for (int i = 0; i < tbl_len; i++) {
+		if (rkv_verbs_query_gid(ctx, port, i, &g, &k))
+			continue;
+		if (any < 0)
+			any = i;
+		if (k != GID_ROCE_V2)
+			continue;
+		if (rkv_verbs_gid_is_v4mapped(&g))
+			return i;
+		if (any_v2 < 0)
+			any_v2 = i;
+	}
+	return any_v2 >= 0 ? any_v2 : any;
+}
+
 /* Sets vt->gid_index and the GID part of the description. */
 static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 		      const struct ibv_port_attr *pa, char *desc, size_t len)
 {
 	const char *dev = ibv_get_device_name(vt->ctx->device);
-	union ibv_gid gid, g;
-	enum verbs_gid_kind kind = GID_UNKNOWN, k;
+	union ibv_gid gid;
+	enum verbs_gid_kind kind = GID_UNKNOWN;
 	char txt[INET6_ADDRSTRLEN];
-	int best = -1, any_v2 = -1, any = -1;
+	int best = -1;
 
 	if (o->gid_index >= 0) {
 		if (o->gid_index >= pa->gid_tbl_len ||
@@ -239,20 +261,8 @@ static int choose_gid(struct verbs_tp *vt, const struct rkv_tp_opts *o,
 			best = 0;
 		kind = GID_IB;
 	} else {
-		for (int i = 0; i < pa->gid_tbl_len && best < 0; i++) {
-			if (rkv_verbs_query_gid(vt->ctx, vt->port, i, &g, &k))
-				continue;
-			if (any < 0)
-				any = i;
-			if (k != GID_ROCE_V2)
-				continue;
-			if (any_v2 < 0)
-				any_v2 = i;
-			if (rkv_verbs_gid_is_v4mapped(&g))
-				best = i;
-		}
-		if (best < 0)
-			best = any_v2 >= 0 ? any_v2 : any;
+		best = rkv_verbs_default_gid(vt->ctx, vt->port,
+					     pa->gid_tbl_len);
 		if (best >= 0)
 			rkv_verbs_query_gid(vt->ctx, vt->port, best, &gid, &kind);
 	}

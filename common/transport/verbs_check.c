@@ -58,15 +58,15 @@ static int read_line(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-/* The GID at idx and its type's name; NULL for an empty entry. */
-static const char *gid_at(struct ibv_context *ctx, unsigned port, int idx,
-			  union ibv_gid *g)
+/* The GID at idx and its type; -1 for an empty entry. */
+static int gid_at(struct ibv_context *ctx, unsigned port, int idx,
+		  union ibv_gid *g)
 {
 	enum verbs_gid_kind k;
 
 	if (rkv_verbs_query_gid(ctx, (uint8_t)port, idx, g, &k))
-		return NULL;
-	return rkv_verbs_gid_kind_str(k);
+		return -1;
+	return (int)k;
 }
 
 static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
@@ -74,7 +74,7 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 		       void *arg, char *netdev, size_t ndlen)
 {
 	struct ibv_port_attr pa;
-	int eth, v2 = -1, v2m = -1, v1 = -1, chosen = -1, n = 0;
+	int eth, v2 = -1, chosen = -1, n = 0;
 	char list[160] = "", path[256], nd[64] = "", buf[64];
 
 	if (ibv_query_port(ctx, (uint8_t)p, &pa)) {
@@ -92,23 +92,20 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 	}
 	for (int i = 0; i < pa.gid_tbl_len && i < 256; i++) {
 		union ibv_gid g;
-		const char *t = gid_at(ctx, p, i, &g);
+		int k = gid_at(ctx, p, i, &g);
 
-		if (!t)
+		if (k < 0)
 			continue;
-		if (!strcmp(t, "RoCE v2") && v2 < 0)
+		if (k == GID_ROCE_V2 && v2 < 0)
 			v2 = i;
-		if (!strcmp(t, "RoCE v2") && v2m < 0 &&
-		    rkv_verbs_gid_is_v4mapped(&g))
-			v2m = i;
-		if (!strcmp(t, "RoCE v1") && v1 < 0)
-			v1 = i;
 		if (n++ < 8) {
 			char a[INET6_ADDRSTRLEN];
 
 			inet_ntop(AF_INET6, g.raw, a, sizeof(a));
 			snprintf(list + strlen(list), sizeof(list) - strlen(list),
-				 "%s[%d] %s %s", n > 1 ? ", " : "", i, t, a);
+				 "%s[%d] %s %s", n > 1 ? ", " : "", i,
+				 rkv_verbs_gid_kind_str((enum verbs_gid_kind)k),
+				 a);
 		}
 		if (!nd[0] && eth) {
 			snprintf(path, sizeof(path),
@@ -128,24 +125,26 @@ static void check_port(struct ibv_context *ctx, const char *dev, unsigned p,
 		return;
 	}
 	/* as rkv_tp_create picks: a v2 GID of an IPv4 address first */
-	chosen = o->gid_index >= 0 ? o->gid_index : eth ? (v2m >= 0 ? v2m :
-						   v2 >= 0 ? v2 : v1) : 0;
+	chosen = o->gid_index >= 0 ? o->gid_index :
+		 eth ? rkv_verbs_default_gid(ctx, (uint8_t)p, pa.gid_tbl_len) :
+		       0;
 	if (eth && chosen >= 0) {
 		union ibv_gid g;
-		const char *t = gid_at(ctx, p, chosen, &g);
+		int k = gid_at(ctx, p, chosen, &g);
 
-		if (!t)
+		if (k < 0)
 			say(fn, arg, RKV_CHECK_ERROR,
 			    "GID index %d is empty: the server would refuse to "
 			    "start", chosen);
-		else if (!strcmp(t, "RoCE v2"))
+		else if (k == GID_ROCE_V2)
 			say(fn, arg, RKV_CHECK_OK,
 			    "GID index %d is RoCE v2 (routable, UDP port 4791)",
 			    chosen);
 		else
 			say(fn, arg, RKV_CHECK_WARN,
 			    "GID index %d is %s: RoCE v1 does not cross an IP "
-			    "router and most fabrics run v2%s", chosen, t,
+			    "router and most fabrics run v2%s", chosen,
+			    rkv_verbs_gid_kind_str((enum verbs_gid_kind)k),
 			    v2 >= 0 ? "; use --gid-index of a v2 GID" :
 				      "; no v2 GID here: check the netdev's "
 				      "IP address and the kernel's RoCE mode");

@@ -185,13 +185,17 @@ int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out);
 /* GIDs (verbs.c; verbs_check.c reads them too) */
 enum verbs_gid_kind { GID_UNKNOWN = 0, GID_IB, GID_ROCE_V1, GID_ROCE_V2 };
 const char *rkv_verbs_gid_kind_str(enum verbs_gid_kind k);
-int rkv_verbs_gid_is_zero(const union ibv_gid *g);
 int rkv_verbs_gid_is_v4mapped(const union ibv_gid *g);
 /* The GID at idx of ctx's port and its type: ibv_query_gid_ex, or sysfs
  * on kernels without the GID-table ioctl.  0 or -errno (-ENODATA: an
  * empty entry). */
 int rkv_verbs_query_gid(struct ibv_context *ctx, uint8_t port, int idx,
 			union ibv_gid *gid, enum verbs_gid_kind *kind);
+/* The GID index a QP uses when none is asked for, on an Ethernet port: a
+ * RoCE v2 GID of an IPv4 address, else the first v2 GID, else the first
+ * GID; -1 when the table is empty. */
+int rkv_verbs_default_gid(struct ibv_context *ctx, uint8_t port,
+			  int tbl_len);
 
 /* An enum ibv_mtu in bytes (0: not one). */
 static inline int rkv_verbs_mtu_bytes(int m)

@@ -67,7 +67,7 @@ done
 # one line on stderr, exit $1, matching $2 (grep -E)
 err1() { [ "$rc" = "$1" ] && [ "$(grep -c '' "$err")" = 1 ] && grep -qE -- "$2" "$err"; }
 printf 'x\377y\\z' >"$tmp/bin"
-head -c 300000 /dev/zero >"$tmp/big"
+truncate -s 67108865 "$tmp/big" # one byte over RKV_VALUE_MAX (sparse)
 printf '@at' >"$tmp/atkey"
 KEY100K=$(head -c 102400 /dev/zero | tr '\0' k)
 for P in tcp shm; do
@@ -147,8 +147,8 @@ for P in tcp shm; do
   R get "@$tmp/emptykey" 2>"$err"; rc=$?
   err1 2 "^rkv: get: the key in '$tmp/emptykey' is empty$"; ok $? "$P: an empty key file: exit 2, names it"
   R put k "@$tmp/big" 2>"$err"; rc=$?
-  err1 2 "^rkv: put k: the value of 300000 bytes in '$tmp/big' is over the limit of 261024 bytes \(RKV_VALUE_MAX\)$"
-  ok $? "$P: a 300000-byte value file: exit 2, names the size and the limit"
+  err1 2 "^rkv: put k: the value of 67108865 bytes in '$tmp/big' is over the limit of 67108864 bytes \(RKV_VALUE_MAX\)$"
+  ok $? "$P: a 64 MiB + 1 value file: exit 2, names the size and the limit"
   R put - - </dev/null 2>"$err"; rc=$?
   err1 2 "^rkv: put: more than one argument is \"-\""; ok $? "$P: key and value both from stdin: exit 2"
   R get "$KEY100K" 2>"$err"; rc=$?

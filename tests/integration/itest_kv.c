@@ -119,12 +119,13 @@ static void t_basic_three_servers(void)
 	EXPECT_EQ(kget(c, "key-2", buf, sizeof(buf)), -ENOENT);
 	EXPECT_EQ(rkv_delete(c, "key-2", 5), -ENOENT);
 	EXPECT_EQ(kget(c, "never", buf, sizeof(buf)), -ENOENT);
-	/* sizes: empty, one byte, a page, the largest value */
-	static char big[RKV_VALUE_MAX];
+	/* sizes: empty, one byte, a page, the largest value of the
+	 * client's own buffers (larger ones: t_big_values) */
+	static char big[261024];
 
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)(i * 31 + 7);
-	size_t sizes[] = { 0, 1, 4096, 100000, RKV_VALUE_MAX };
+	size_t sizes[] = { 0, 1, 4096, 100000, sizeof(big) };
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t len = 12345;
@@ -1284,6 +1285,139 @@ static void t_big_values(void)
 	free(tmp);
 }
 
+/* A value of len bytes whose first 8 bytes are its seed: big_seed reads
+ * it back and big_ok checks the rest. */
+static void big_fill_seeded(unsigned char *v, size_t len, uint64_t seed)
+{
+	big_fill(v, len, (unsigned)seed);
+	memcpy(v, &seed, 8);
+}
+
+static int big_seeded_ok(const unsigned char *v, size_t len,
+			 unsigned char *scratch, uint64_t *seed)
+{
+	memcpy(seed, v, 8);
+	big_fill_seeded(scratch, len, *seed);
+	return memcmp(v, scratch, len) == 0;
+}
+
+/*
+ * Writers of 3 MiB values killed with SIGKILL at random moments, five
+ * times (during a WRITE of the block, between it and the CAS, or while
+ * holding chunks), while a reader gets the key all along: every value
+ * read, then and after, is whole and one that some put wrote, and the
+ * last acknowledged put (or a later one) is what stays.  Then a 64 MiB
+ * region fills up with 3 MiB values: ENOSPC, every acknowledged one
+ * intact; and a read-only client's big put is refused without a write.
+ */
+static void t_big_killed(void)
+{
+	const char *extra[] = { "--memory", "64M", "--lease", "50", "--grace",
+				"2000", NULL };
+	const size_t n = 3u << 20;
+	unsigned char *v = malloc(n), *r = malloc(n), *tmp = malloc(n);
+	struct test_srv s;
+	struct rkv_client *c;
+	uint64_t seed, acked = 0;
+	size_t len;
+	unsigned reads = 0, bad = 0;
+
+	ASSERT_TRUE(v && r && tmp);
+	ASSERT_EQ(start(&s, extra), 0);
+	c = client_of(&s, 1, 10000);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned round = 0; round < 5; round++) {
+		int pfd[2];
+		pid_t pid;
+
+		ASSERT_EQ(pipe(pfd), 0);
+		pid = fork();
+		if (pid == 0) {
+			struct rkv_client *w = client_of(&s, 1, 10000);
+
+			close(pfd[0]);
+			for (uint64_t i = 1; w; i++) {
+				uint64_t id = (uint64_t)(round + 1) << 32 | i;
+
+				big_fill_seeded(v, n, id);
+				if (rkv_put(w, "torn", 4, v, n) == 0 &&
+				    write(pfd[1], &id, 8) != 8)
+					break;
+			}
+			_exit(0);
+		}
+		close(pfd[1]);
+		/* read while it writes, for 50-300 ms, then kill it */
+		uint64_t end = rkv_now_ms() + 50 + (uint64_t)rand() % 250;
+
+		while (rkv_now_ms() < end) {
+			int rc = rkv_get(c, "torn", 4, r, n, &len);
+
+			if (rc == 0) {
+				reads++;
+				bad += len != n || !big_seeded_ok(r, n, tmp,
+								  &seed);
+			} else {
+				bad += rc != -ENOENT;
+			}
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		while (read(pfd[0], &seed, 8) == 8)
+			acked = seed;
+		close(pfd[0]);
+		/* what stays: whole, the last acknowledged or one after it
+		 * (a put in flight when it died may have landed) */
+		EXPECT_EQ(rkv_get(c, "torn", 4, r, n, &len), 0);
+		EXPECT_EQ(len, n);
+		EXPECT_TRUE(big_seeded_ok(r, n, tmp, &seed));
+		EXPECT_TRUE(seed >= acked); /* ids grow across rounds */
+	}
+	printf("#   5 writers killed, %u reads of 3 MiB during the puts, "
+	       "%u bad\n", reads, bad);
+	EXPECT_EQ(bad, 0);
+	EXPECT_TRUE(reads > 0);
+	/* the region fills up: ENOSPC, and every acknowledged value whole
+	 * (the dead writers' chunks come back after the grace period) */
+	usleep(2500 * 1000);
+	unsigned put = 0;
+	int rc = 0;
+	char k[32];
+
+	for (; put < 40; put++) {
+		snprintf(k, sizeof(k), "fill-%u", put);
+		big_fill_seeded(v, n, put);
+		rc = rkv_put(c, k, strlen(k), v, n);
+		if (rc)
+			break;
+	}
+	printf("#   %u values of 3 MiB in 64 MiB, then %d\n", put, rc);
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_TRUE(put >= 15); /* 64 MiB hold 20 less "torn" and grace */
+	for (unsigned i = 0; i < put; i++) {
+		snprintf(k, sizeof(k), "fill-%u", i);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, n, &len), 0);
+		EXPECT_TRUE(len == n && big_seeded_ok(r, n, tmp, &seed) &&
+			    seed == i);
+	}
+	rkv_client_destroy(c);
+	/* read-only: a big put is refused before anything is written */
+	struct rkv_client_opts o;
+
+	rkv_client_opts_init(&o);
+	o.servers = s.addr;
+	o.read_only = 1;
+	c = NULL;
+	ASSERT_EQ(rkv_client_create(&o, &c), 0);
+	EXPECT_EQ(rkv_put(c, "ro", 2, v, n), -EACCES);
+	EXPECT_EQ(rkv_get(c, "fill-0", 6, r, n, &len), 0);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	free(v);
+	free(r);
+	free(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 900);
@@ -1306,5 +1440,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_dead_client_space);
 	RKV_TEST(t_hash_collision);
 	RKV_TEST(t_big_values);
+	RKV_TEST(t_big_killed);
 	return rkv_test_done();
 }

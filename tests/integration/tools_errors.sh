@@ -124,7 +124,7 @@ printf 'a-secret-of-thirty-two-bytes-abc\n' >"$tmp/secret"
 printf 'not-the-secret-thirty-two-bytes!\n' >"$tmp/wrong"
 chmod 600 "$tmp/secret" "$tmp/wrong"
 head -c 1025 /dev/zero | tr '\0' k >"$tmp/longkey"
-head -c 261025 /dev/zero >"$tmp/big"
+head -c 67108865 /dev/zero >"$tmp/big" # RKV_VALUE_MAX + 1
 LONGKEY=$(cat "$tmp/longkey")
 W=workloads/workloada
 
@@ -208,8 +208,8 @@ for P in $PROVIDERS; do
   check "$P: rkv: key over 1024 bytes: exit 2, says the length" 2 \
     "^rkv: put k+\\.\\.\\.: the key is 1025 bytes, longer than 1024"
   R put big - <"$tmp/big"
-  check "$P: rkv: value over 261024 bytes: exit 2, says the limit" 2 \
-    "^rkv: put big: the value on stdin is larger than 261024 bytes"
+  check "$P: rkv: value over 67108864 bytes: exit 2, says the limit" 2 \
+    "^rkv: put big: the value on stdin is larger than 67108864 bytes"
   R put k v
   R --read-only put k v2
   check "$P: rkv: read-only client writing: exit 2" 2 \
@@ -283,9 +283,9 @@ for P in $PROVIDERS; do
   check "$P: rkv-ycsb: stray argument: exit 2, names it" 2 "^rkv-ycsb: unexpected argument 'stray'"
   run "$BIN/rkv-ycsb" --servers "$SRV"
   check "$P: rkv-ycsb: no workload: exit 2" 2 "^rkv-ycsb: no workload"
-  Y --servers "$SRV" -p fieldcount=100 -p fieldlength=4000
+  Y --servers "$SRV" -p fieldcount=100 -p fieldlength=700000
   check "$P: rkv-ycsb: record over the value limit: exit 2" 2 \
-    "^rkv-ycsb: fieldcount\\*fieldlength = 400000 bytes"
+    "^rkv-ycsb: fieldcount\\*fieldlength = 70000000 bytes"
   # the CLI filled the 16-key server: the load phase's inserts fail
   Y --servers "$SRV" --phase load
   check "$P: rkv-ycsb: full table: exit 1, one line for all failed inserts" 1 \

@@ -25,7 +25,9 @@ class Server:
                   else "shm:///rkv-pytest-%d-%d" % (os.getpid(), Server._n))
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "rkv-server"), "--listen", listen,
-             "--memory", "64M", "--capacity", "20000",
+             # room and time for a 64 MiB value (test_limits): its
+             # READ must finish within the grace period
+             "--memory", "192M", "--grace", "5000", "--capacity", "20000",
              "--log-level", "error"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         line = self.proc.stdout.readline().decode()
