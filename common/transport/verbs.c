@@ -474,7 +474,10 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 					  strlen(vt->base.describe));
 	if (rc)
 		goto fail;
-	vt->max_msg_sz = pa.max_msg_sz;
+	vt->max_msg_sz = pa.max_msg_sz ? pa.max_msg_sz : UINT32_MAX;
+	/* pieces of longer READs and WRITEs: whole pages when it can */
+	vt->split_sz = vt->max_msg_sz >= 4096 ? vt->max_msg_sz & ~4095u :
+						vt->max_msg_sz;
 	errno = 0;
 	vt->pd = ibv_alloc_pd(vt->ctx);
 	if (!vt->pd) {

@@ -191,6 +191,22 @@ static enum rkv_wc_status wc_status_fix(const struct verbs_tp *vt,
 	return st;
 }
 
+/* An error completion: the QP is in ERR, say why once. */
+static void note_error(struct verbs_ep *ep, const struct ibv_wc *iwc,
+		       const struct rkv_wc *w)
+{
+	if (ep->base.state != RKV_EP_ERROR &&
+	    w->status != RKV_WC_WR_FLUSH_ERR)
+		verbs_log(ep->base.tp, RKV_LOG_INFO,
+			  "QP 0x%x (peer %s): %s %s (ibv status %d, vendor_err 0x%x)",
+			  ep->qp_num, ep->base.peer,
+			  rkv_wr_opcode_str(w->opcode),
+			  ibv_wc_status_str(iwc->status), (int)iwc->status,
+			  iwc->vendor_err);
+	ep->base.state = RKV_EP_ERROR;
+	ep->hw_err = 1;
+}
+
 /* Fill w from one ibv completion of ep.  Returns 0, or -ENOENT for a
  * completion that matches no outstanding request (dropped). */
 static int wc_convert(struct verbs_tp *vt, struct verbs_ep *ep,
@@ -216,21 +232,26 @@ static int wc_convert(struct verbs_tp *vt, struct verbs_ep *ep,
 	w->status = iwc->status == IBV_WC_SUCCESS ?
 			    RKV_WC_SUCCESS :
 			    wc_status_fix(vt, iwc, rq, is_recv);
+	/* pieces of a split WR (verbs_internal.h): one completion, the last
+	 * piece's, with the first error any piece met */
+	if (!is_recv && rq->split == VERBS_PIECE) {
+		if (w->status == RKV_WC_SUCCESS) /* only if signaled: never */
+			return -ENOENT;
+		if (ep->split_st < 0)
+			ep->split_st = (int)w->status;
+		note_error(ep, iwc, w);
+		return -ENOENT;
+	}
+	if (!is_recv && rq->split == VERBS_LAST_PIECE && ep->split_st >= 0) {
+		if (w->status == RKV_WC_WR_FLUSH_ERR)
+			w->status = (enum rkv_wc_status)ep->split_st;
+		ep->split_st = -1;
+	}
 	w->byte_len = is_recv && iwc->status == IBV_WC_SUCCESS ?
 			      iwc->byte_len : 0;
 	w->ep = &ep->base;
-	if (w->status != RKV_WC_SUCCESS) {
-		if (ep->base.state != RKV_EP_ERROR &&
-		    w->status != RKV_WC_WR_FLUSH_ERR)
-			verbs_log(ep->base.tp, RKV_LOG_INFO,
-				  "QP 0x%x (peer %s): %s %s (ibv status %d, vendor_err 0x%x)",
-				  ep->qp_num, ep->base.peer,
-				  rkv_wr_opcode_str(w->opcode),
-				  ibv_wc_status_str(iwc->status),
-				  (int)iwc->status, iwc->vendor_err);
-		ep->base.state = RKV_EP_ERROR;
-		ep->hw_err = 1;
-	}
+	if (w->status != RKV_WC_SUCCESS)
+		note_error(ep, iwc, w);
 	return 0;
 }
 

@@ -72,6 +72,7 @@ struct verbs_tp {
 	uint8_t port;
 	int gid_index;
 	uint32_t max_msg_sz;       /* port's limit on one message */
+	uint32_t split_sz;         /* piece of a longer READ/WRITE */
 	uint8_t ack_timeout;       /* QP local ACK timeout, 4.096 us << n */
 	uint8_t min_rnr_timer;     /* IB encoding, see rnr_timer_code() */
 	uint8_t rd_atomic;         /* responder resources we offer */
@@ -111,7 +112,17 @@ struct verbs_req {
 	uint64_t wr_id;     /* the caller's */
 	uint8_t opcode;     /* enum rkv_wr_opcode */
 	uint8_t bad_local;  /* local buffer failed local_ok() */
+	uint8_t split;      /* VERBS_PIECE / VERBS_LAST_PIECE, else 0 */
 };
+
+/*
+ * A READ or WRITE longer than the port's max_msg_sz (8 MiB on rxe) goes as
+ * consecutive WRs of at most that size in the same doorbell: the leading
+ * pieces unsignaled, the last one as the caller asked.  An error on a
+ * leading piece is held (verbs_ep.split_st) and reported on the last
+ * piece's flush, so the caller sees one completion with the real status.
+ */
+enum { VERBS_PIECE = 1, VERBS_LAST_PIECE = 2 };
 
 #define VERBS_RECV_BIT (1ull << 63) /* in the ibv wr_id of RECVs */
 
@@ -144,6 +155,7 @@ struct verbs_ep {
 		uintptr_t lo, hi;
 	} lcache[VERBS_LCACHE];
 	int hw_err;                /* an error completion: QP is in ERR */
+	int split_st;              /* a leading piece's error status, or -1 */
 	uint8_t resp_res;          /* passive side: max_dest_rd_atomic (0: rdma_cm's) */
 	uint8_t init_depth;        /* passive side: max_rd_atomic (0: rdma_cm's) */
 };

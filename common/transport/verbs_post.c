@@ -8,6 +8,9 @@
  *     endpoint's scratch array; each WR's record (caller's wr_id, opcode)
  *     goes in the endpoint's send ring, and the ibv wr_id is its sequence
  *     number (see verbs_internal.h).
+ *   - a READ or WRITE over the port's max_msg_sz (rxe: 8 MiB; rkv
+ *     promises RKV_TP_MAX_MSG) goes as pieces in the same doorbell, one
+ *     ring record each; only the last may be signaled (split()).
  *   - WRITE and SEND go inline when they fit the QP's max_inline_data and
  *     the local range lies in one of this context's MRs (inline data is not
  *     checked by the device, and a bad lkey must still fail with
@@ -91,7 +94,8 @@ static int build_send(struct verbs_ep *ep, struct verbs_tp *vt,
 {
 	int ok = 1;
 
-	if (w->length > vt->max_msg_sz)
+	if (w->length > vt->max_msg_sz && w->opcode != RKV_WR_READ &&
+	    w->opcode != RKV_WR_WRITE)
 		return -EINVAL;
 	g->addr = (uintptr_t)w->local;
 	g->length = w->length;
@@ -141,7 +145,54 @@ static int build_send(struct verbs_ep *ep, struct verbs_tp *vt,
 	rq->wr_id = w->wr_id;
 	rq->opcode = (uint8_t)w->opcode;
 	rq->bad_local = !ok;
+	rq->split = 0;
 	return 0;
+}
+
+/* How many ibv WRs w takes: READ and WRITE over max_msg_sz are split. */
+static unsigned pieces_of(const struct verbs_tp *vt, const struct rkv_wr *w)
+{
+	uint32_t p = vt->split_sz;
+
+	if (w->length <= vt->max_msg_sz ||
+	    (w->opcode != RKV_WR_READ && w->opcode != RKV_WR_WRITE))
+		return 1;
+	return (unsigned)((w->length + (uint64_t)p - 1) / p);
+}
+
+/*
+ * Turn the one WR built at ep->swr[i] (its record at sequence seq) into n
+ * consecutive pieces of split_sz bytes, the last one the rest.  The pieces
+ * go in order on one QP, so the last one's completion says they all
+ * landed; it alone keeps the caller's signaled flag.
+ */
+static void split(struct verbs_ep *ep, const struct verbs_tp *vt,
+		  unsigned i, uint64_t seq, unsigned n)
+{
+	const struct ibv_send_wr *s0 = &ep->swr[i];
+	const struct ibv_sge *g0 = &ep->ssge[i];
+	struct verbs_req *r0 = &ep->sring[seq & ep->smask];
+	uint32_t len = g0->length, p = vt->split_sz;
+
+	for (unsigned j = n; j-- > 0;) { /* backwards: piece 0 is s0 */
+		struct ibv_send_wr *s = &ep->swr[i + j];
+		struct ibv_sge *g = &ep->ssge[i + j];
+		struct verbs_req *r = &ep->sring[(seq + j) & ep->smask];
+		uint64_t off = (uint64_t)j * p;
+
+		if (j) {
+			*s = *s0;
+			*g = *g0;
+			*r = *r0;
+		}
+		g->addr += off;
+		g->length = j == n - 1 ? len - (uint32_t)off : p;
+		s->sg_list = g;
+		s->wr.rdma.remote_addr += off;
+		if (j != n - 1)
+			s->send_flags &= ~(unsigned)IBV_SEND_SIGNALED;
+		r->split = j == n - 1 ? VERBS_LAST_PIECE : VERBS_PIECE;
+	}
 }
 
 int verbs_post(struct rkv_ep *base, struct rkv_wr *wr,
@@ -155,32 +206,42 @@ int verbs_post(struct rkv_ep *base, struct rkv_wr *wr,
 	unsigned i = 0;
 	int rc = 0, rc_stop = 0;
 
-	for (w = wr; w; w = w->next, i++) {
+	for (w = wr; w; w = w->next) {
 		uint64_t seq = ep->shead + i;
-		struct ibv_send_wr *s = &ep->swr[i];
+		unsigned n = pieces_of(vt, w);
 
-		if (i == room) {
+		if (n > room - i) {
 			rc_stop = -ENOMEM; /* send queue full */
 			break;
 		}
-		rc_stop = build_send(ep, vt, w, s, &ep->ssge[i],
+		rc_stop = build_send(ep, vt, w, &ep->swr[i], &ep->ssge[i],
 				     &ep->sring[seq & ep->smask]);
 		if (rc_stop)
 			break;
-		s->wr_id = seq;
-		s->next = s + 1;
+		if (n > 1)
+			split(ep, vt, i, seq, n);
+		for (unsigned j = 0; j < n; j++) {
+			ep->swr[i + j].wr_id = seq + j;
+			ep->swr[i + j].next = &ep->swr[i + j + 1];
+		}
+		i += n;
 	}
 	if (i > 0) {
 		ep->swr[i - 1].next = NULL;
 		rc = ibv_post_send(ep->qp, ep->swr, &ibad);
 		if (rc) {
-			size_t k = 0;
+			size_t k = 0, n;
 
 			if (ibad >= ep->swr && ibad < ep->swr + i)
 				k = (size_t)(ibad - ep->swr);
+			/* the WRs before ibad went out; a split WR counts as
+			 * posted only whole (pieces before ibad still run:
+			 * only a bad WR or a full queue, both checked above,
+			 * make the device refuse) */
 			ep->shead += k;
-			for (w = wr; k--; w = w->next)
-				;
+			for (w = wr; w && (n = pieces_of(vt, w)) <= k;
+			     w = w->next)
+				k -= n;
 			verbs_log(base->tp, RKV_LOG_DEBUG,
 				  "ibv_post_send(QP 0x%x): %s", ep->qp_num,
 				  strerror(rc));

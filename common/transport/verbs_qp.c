@@ -60,6 +60,7 @@ int rkv_verbs_ep_setup_qp(struct verbs_ep *ep)
 		return rc;
 	}
 	ep->qp_num = ep->qp->qp_num;
+	ep->split_st = -1;
 	/* The device may grant more than asked; outstanding WRs are bounded
 	 * by what was asked (the rings), the scratch by what was granted. */
 	ep->max_inline = a.cap.max_inline_data;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * t_ops.c - each operation on its own: READ and WRITE at every size from
- * 1 B to 4 MiB (aligned and not) and at the region's edges, with the data
+ * 1 B to 4 MiB (aligned and not), at the region's edges, and past a
+ * device's one-message limit (40 MiB), with the data
  * and the bytes around it checked; CAS and FETCH_ADD (old value returned,
  * wraparound, edge words); SEND/RECV (contents, byte_len, order, both
  * directions, RECV too small, receiver not ready); a WR that times out
@@ -174,6 +175,91 @@ static void t_zero_length(void)
 	EXPECT_EQ(conf_rd8(f.s.reg), 0x33);
 	EXPECT_EQ(f.c.loc[0], 0x44);
 	conf_fix_destroy(&f);
+}
+
+/*
+ * READ and WRITE past a device's one-message limit (rxe's port max_msg_sz is
+ * 8 MiB; rkv promises RKV_TP_MAX_MSG): 8 MiB + 1 at odd offsets, 24 MiB,
+ * the whole 40 MiB region; a long READ chained before a short WRITE gives
+ * exactly two completions in order; a long READ that fails in its first or
+ * its last 8 MiB completes once, with the real status, signaled or not.
+ */
+#define LARGE (40u << 20)
+
+static void large_err(struct conf_fix_opts *o, long off, unsigned flags,
+		      const char *what)
+{
+	struct conf_fix f;
+	struct rkv_wr w;
+
+	CONF_FIX(&f, o);
+	conf_wr(&w, RKV_WR_READ, 77, flags, f.c.loc, 24u << 20,
+		f.c.loc_mr->lkey, conf_raddr(&f.s, 0) + (uint64_t)off,
+		f.s.mr->rkey);
+	if (conf_post_wait(&f, &w, 1) == 0) {
+		conf_quiesce(&f.s, &f.c, 100);
+		if (f.c.st.n != 1 || f.c.st.wc[0].wr_id != 77 ||
+		    f.c.st.wc[0].status != RKV_WC_REM_ACCESS_ERR) {
+			printf("#   24 MiB READ %s: %d completions, first "
+			       "[%" PRIu64 " %s]\n", what, f.c.st.n,
+			       f.c.st.wc[0].wr_id,
+			       rkv_wc_status_str(f.c.st.wc[0].status));
+			g_test_failures++;
+		}
+	} else {
+		g_test_failures++;
+	}
+	conf_fix_destroy(&f);
+}
+
+static void t_large_ops(void)
+{
+	struct conf_fix_opts o;
+	struct conf_fix f;
+	struct rkv_wr w[2];
+
+	conf_fix_opts_init(&o);
+	o.region_len = LARGE;
+	o.local_len = LARGE + 8192;
+	CONF_FIX(&f, &o);
+	one_write(&f, 4093, 4099, (8u << 20) + 1, 300);
+	one_read(&f, 4093, 4099, (8u << 20) + 1, 301);
+	one_write(&f, 64, 64, 24u << 20, 302);
+	one_read(&f, 1, 4096, 24u << 20, 303);
+	one_write(&f, 0, 64, LARGE, 304);
+	one_read(&f, 0, 64, LARGE, 305);
+	/* READ 24 MiB, then WRITE 8 B elsewhere: two completions, in order */
+	conf_fill(f.s.reg, 24u << 20, 306);
+	conf_wr(&w[0], RKV_WR_READ, 1, RKV_WR_SIGNALED, f.c.loc + 64,
+		24u << 20, f.c.loc_mr->lkey, conf_raddr(&f.s, 0),
+		f.s.mr->rkey);
+	conf_wr(&w[1], RKV_WR_WRITE, 2, RKV_WR_SIGNALED, f.c.loc, 8,
+		f.c.loc_mr->lkey, conf_raddr(&f.s, LARGE - 8), f.s.mr->rkey);
+	w[0].next = &w[1];
+	if (conf_post_wait(&f, w, 2) == 0) {
+		conf_quiesce(&f.s, &f.c, 50);
+		if (f.c.st.n != 2 || f.c.st.wc[0].wr_id != 1 ||
+		    f.c.st.wc[1].wr_id != 2 ||
+		    f.c.st.wc[0].status != RKV_WC_SUCCESS ||
+		    f.c.st.wc[1].status != RKV_WC_SUCCESS) {
+			printf("#   READ 24 MiB + WRITE 8 B: %d completions\n",
+			       f.c.st.n);
+			g_test_failures++;
+		}
+		if (conf_diff(f.c.loc + 64, f.s.reg, 24u << 20) >= 0) {
+			printf("#   READ 24 MiB in a chain: data differs\n");
+			g_test_failures++;
+		}
+	} else {
+		g_test_failures++;
+	}
+	conf_fix_destroy(&f);
+	/* failing in the first piece (8 B before the region), in the last
+	 * (1 B past its end) */
+	large_err(&o, -8, RKV_WR_SIGNALED, "from 8 B before the region");
+	large_err(&o, (long)LARGE - (24l << 20) + 1, RKV_WR_SIGNALED,
+		  "to 1 B past the region");
+	large_err(&o, -8, 0, "unsignaled, from 8 B before the region");
 }
 
 static uint64_t word(struct conf_fix *f, size_t off)
@@ -812,6 +898,7 @@ void conf_tests_ops(void)
 	CONF_TEST(t_read_edges);
 	CONF_TEST(t_write_edges);
 	CONF_TEST(t_zero_length);
+	CONF_TEST(t_large_ops);
 	CONF_TEST(t_cas);
 	CONF_TEST(t_fetch_add);
 	CONF_TEST(t_fetch_add_wrap);

@@ -839,16 +839,7 @@ static void t_lin_detects_injected_stale(void) { run_cfg(&g_selftest); }
 static void t_lin_r2(void) { run_cfg(&g_r2); }
 static void t_lin_r3_kill9(void) { run_cfg(&g_r3_kill); }
 static void t_lin_r2_sigstop(void) { run_cfg(&g_r2_pause); }
-static void t_lin_big_values(void)
-{
-	/* puts over 1 MiB fail with -EINVAL in the Soft-RoCE guest (itest_kv
-	 * t_big_values) */
-	if (!strcmp(g_prov, "verbs")) {
-		rkv_test_skip("values over 1 MiB on verbs");
-		return;
-	}
-	run_cfg(&g_big);
-}
+static void t_lin_big_values(void) { run_cfg(&g_big); }
 
 /* itest_lin --check FILE...: recheck saved histories. */
 static int recheck(int argc, char **argv)

@@ -11,6 +11,7 @@ tap_run() {
   local name=$1 tmo=$2; shift 2
   local log rc p f s
   log=$(mktemp)
+  local t0=$SECONDS
   timeout -k 5 "$tmo" "$@" >"$log" 2>&1
   rc=$?
   sed "s/^/  [$name] /" "$log"
@@ -28,7 +29,8 @@ tap_run() {
   fi
   T_PASS=$((T_PASS + p)); T_FAIL=$((T_FAIL + f)); T_SKIP=$((T_SKIP + s))
   [ "$f" != 0 ] && T_FAILED="$T_FAILED $name"
-  printf '%-40s %d passed, %d failed, %d skipped (exit %d)\n' "$name" "$p" "$f" "$s" "$rc"
+  printf '%-40s %d passed, %d failed, %d skipped, %d s (exit %d)\n' \
+    "$name" "$p" "$f" "$s" $((SECONDS - t0)) "$rc"
   return 0
 }
 
