@@ -37,14 +37,17 @@ static void retire_if_done(struct space *sp, int ci)
 		ch->in_use = 0; /* else retried from space_tick */
 }
 
-/* The unwritten tail of chunk ch goes back (a full or departing chunk). */
+/* The unwritten tail of chunk ch goes back (a full or departing chunk),
+ * in pieces no longer than a small block: nobody ever read it, so it needs
+ * no big grace period (an extent over RKV_SMALL_BLOCK_MAX gets one). */
 static void return_tail(struct space *sp, struct chunk *ch)
 {
 	uint64_t t = ch->off + ch->used, end = ch->off + ch->len;
 
 	while (t < end) {
-		uint32_t n = (uint32_t)(end - t > RKV_MAX_BLOCK ? RKV_MAX_BLOCK :
-								  end - t);
+		uint32_t n = (uint32_t)(end - t > RKV_SMALL_BLOCK_MAX ?
+						RKV_SMALL_BLOCK_MAX :
+						end - t);
 
 		space_return(sp, t, n, ch->grant);
 		t += n;
@@ -77,11 +80,11 @@ static void no_grant(struct space *sp, int st)
 	sp->err_ms = now + 20;
 	if (st == -EBUSY) {
 		/* full, but space is in its grace period: ask again
-		 * shortly, for at most a grace period */
+		 * shortly, for at most a (big block's) grace period */
 		if (!sp->busy_since_ms)
 			sp->busy_since_ms = now;
 		sp->err_ms = now + 5;
-		if (now - sp->busy_since_ms > sp->p->g.grace_ms + 100u)
+		if (now - sp->busy_since_ms > sp->p->g.big_grace_ms + 100u)
 			sp->err = -ENOSPC;
 	}
 }

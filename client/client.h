@@ -23,7 +23,7 @@
 #define AUX_CALLS 4           /* one-sided word calls (words.c) */
 /* Blocks up to this size go through a slot's own buffers; larger ones
  * through buffers registered for the op (bigbuf.c). */
-#define INLINE_BLOCK (4095u * RKV_BLOCK_ALIGN)
+#define INLINE_BLOCK RKV_SMALL_BLOCK_MAX
 /* The largest value whose block is always inline (the largest key). */
 #define INLINE_VALUE (INLINE_BLOCK - RKV_BLOCK_HDR_SIZE - RKV_KEY_MAX)
 

@@ -170,14 +170,16 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 		return h->status < 0 ? h->status : -EPROTO;
 	if (!h->nbuckets || (h->nbuckets & (h->nbuckets - 1)) ||
 	    !h->data_len || h->data_len > RKV_MAX_DATA_REGION ||
-	    !h->chunk_size || h->grace_ms <= h->lease_ms)
+	    !h->chunk_size || h->grace_ms <= h->lease_ms ||
+	    h->big_grace_ms < h->grace_ms)
 		return -EPROTO;
 	p->g = (struct geom){
 		.client_id = h->client_id,
 		.index_addr = h->index_addr, .nbuckets = h->nbuckets,
 		.data_addr = h->data_addr, .data_len = h->data_len,
 		.chunk_size = h->chunk_size, .lease_ms = h->lease_ms,
-		.grace_ms = h->grace_ms, .max_value = h->max_value,
+		.grace_ms = h->grace_ms, .big_grace_ms = h->big_grace_ms,
+		.max_value = h->max_value,
 		.counters_addr = h->counters_addr,
 		.counters_count = h->counters_count,
 		.read_only = !!(h->flags & RKV_HELLO_REPLY_READ_ONLY) };

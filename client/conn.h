@@ -24,6 +24,7 @@ struct geom {
 	uint64_t index_addr, nbuckets;
 	uint64_t data_addr, data_len;
 	uint32_t chunk_size, lease_ms, grace_ms;
+	uint32_t big_grace_ms;    /* a block over RKV_SMALL_BLOCK_MAX waits */
 	uint32_t max_value;      /* the server's --max-value */
 	uint64_t counters_addr;   /* counter region (0 words: none) */
 	uint32_t counters_count;

@@ -81,6 +81,7 @@ void rd_to(struct opslot *o, void *local, uint32_t lkey, uint64_t raddr,
 void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
 	    uint32_t len)
 {
+	op_read_block(o, len);
 	if (o->d)
 		rd_to(o, o->d->rd + (local_off - OB_BLOCKS), o->d->mr->lkey,
 		      raddr, len);
@@ -278,8 +279,10 @@ void op_retry(struct opslot *o)
 
 int op_too_slow(const struct opslot *o)
 {
-	return rkv_coarse_ms() - o->t_round_ms + RKV_COARSE_SLACK_MS >=
-	       o->p->g.grace_ms;
+	uint32_t grace = o->rd_big && !o->rd_small ? o->p->g.big_grace_ms :
+						      o->p->g.grace_ms;
+
+	return rkv_coarse_ms() - o->t_round_ms + RKV_COARSE_SLACK_MS >= grace;
 }
 
 void op_attempt(struct opslot *o)
@@ -295,7 +298,7 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms)
 	o->rmw.locked = 0;
 	o->cached = 0;
 	o->rmw.release_retry = 0;
-	o->t_round_ms = now_ms;
+	op_clock(o, now_ms);
 	if (o->repl.nlegs) {
 		int rc = repl_begin(o);
 
@@ -310,7 +313,7 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms)
 void op_wait(struct opslot *o, unsigned step)
 {
 	o->step = step;
-	o->t_round_ms = rkv_coarse_ms();
+	op_clock(o, rkv_coarse_ms());
 	o->state = OP_WAIT_TIMER;
 }
 
@@ -474,7 +477,7 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 		step = 1;
 	if (now_ms - o->t_round_ms < step)
 		return;
-	o->t_round_ms = now_ms;
+	op_clock(o, now_ms);
 	o->state = OP_IO;
 	if (OP_MACHINE(o->step) == OP_MACHINE(INS_CAS))
 		ins_timer(o);

@@ -293,6 +293,8 @@ struct opslot {
 	unsigned retries;
 	uint64_t t_start_ns;     /* submitted (timed ops only) */
 	uint64_t t_op_ms, t_round_ms, deadline_ms; /* coarse ms */
+	/* blocks READ since t_round_ms: small ones, big ones (op_too_slow) */
+	uint8_t rd_small, rd_big;
 	int timed;               /* the caller sees op->latency_ns */
 	struct rkv_key_hash kh;
 	uint64_t b[2];           /* candidate bucket numbers */
@@ -358,8 +360,25 @@ void op_attempt(struct opslot *o);
  * start of its first round. */
 void op_attempt_at(struct opslot *o, uint64_t now_ms);
 /* The attempt ran longer than the grace period: what it read may have
- * been freed and reused since. */
+ * been freed and reused since.  The period is the server's big grace when
+ * the only blocks read since t_round_ms were big (over
+ * RKV_SMALL_BLOCK_MAX: the server holds those longer). */
 int op_too_slow(const struct opslot *o);
+/* Restart the round clock (t_round_ms) at now_ms. */
+static inline void op_clock(struct opslot *o, uint64_t now_ms)
+{
+	o->t_round_ms = now_ms;
+	o->rd_small = 0;
+	o->rd_big = 0;
+}
+/* A READ of (part of) a block of len bytes, for op_too_slow. */
+static inline void op_read_block(struct opslot *o, uint32_t len)
+{
+	if (len > RKV_SMALL_BLOCK_MAX)
+		o->rd_big = 1;
+	else
+		o->rd_small = 1;
+}
 /* Wait on a timer (lease/8 between looks) in step. */
 void op_wait(struct opslot *o, unsigned step);
 /* The timer of a kind that never waits on its own (retries). */

@@ -37,6 +37,7 @@ static int split_round(struct opslot *o, struct cache_ent *ce)
 	round_begin(o);
 	rd(o, OB_WORD, ce->slot_addr, o->p->ctrl.keys.index, 8);
 	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)pre);
+	op_read_block(o, ce->blk_size);
 	if (x->tail_len)
 		rd_to(o, x->tail, x->tail_lkey, a + pre, (uint32_t)x->tail_len);
 	round_post(o, GET_SPLIT);

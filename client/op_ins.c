@@ -85,7 +85,7 @@ void ins_start(struct opslot *o)
 	o->expect = 0;
 	o->newslot = nb_slot_word(o, 0) | RKV_SLOT_TENT;
 	o->ins.tent_seen = 0;
-	o->t_round_ms = rkv_coarse_ms();
+	op_clock(o, rkv_coarse_ms());
 	round_begin(o);
 	if (!o->nb.written)
 		wr_block(o);
@@ -127,7 +127,7 @@ static void decide(struct opslot *o)
 		return;
 	}
 	o->ins.seen = 0;
-	o->t_round_ms = rkv_coarse_ms();
+	op_clock(o, rkv_coarse_ms());
 	loc_collect(o, (int)o->slot_pos, 1);
 	rc = o->ncand ? loc_read_cands(o, 0, INS_VERIFY) : 0;
 	if (rc < 0)
@@ -151,7 +151,7 @@ static void wait_higher(struct opslot *o, unsigned pos, uint64_t w)
 	} else if (now - in->tent_seen_ms >= o->p->g.lease_ms) {
 		o->c->st.lock_steals++;
 		in->tent_seen = 0;
-		o->t_round_ms = now;
+		op_clock(o, now);
 		round_begin(o);
 		cas(o, pos, w, 0);
 		rd_buckets(o);
@@ -208,7 +208,7 @@ static void verified(struct opslot *o)
 	if (op_too_slow(o) || loc_check_cands(o) == -2) {
 		round_begin(o);
 		rd_buckets(o);
-		o->t_round_ms = rkv_coarse_ms();
+		op_clock(o, rkv_coarse_ms());
 		round_post(o, INS_REREAD);
 		return;
 	}

@@ -37,7 +37,7 @@ void loc_start(struct opslot *o, int with_block, uint64_t hdr_of)
 	if (hdr_of)
 		rd(o, OB_HDR, data_addr(o, hdr_of), o->p->ctrl.keys.data,
 		   RKV_BLOCK_HDR_SIZE);
-	o->t_round_ms = rkv_coarse_ms();
+	op_clock(o, rkv_coarse_ms());
 	round_post(o, LOC_BUCKETS);
 }
 

@@ -44,7 +44,7 @@ void mig_resolve(struct opslot *o)
 	if (rkv_part_state(o->fence) == RKV_PART_FROZEN) {
 		c->st.mig_waits++;
 		op_wait(o, MIG_WAIT);
-		o->t_round_ms = rkv_now_ms(); /* the timer's own clock */
+		op_clock(o, rkv_now_ms()); /* the timer's own clock */
 		return;
 	}
 	/* where it went is found outside this progress pass: reading etcd

@@ -81,6 +81,11 @@ _Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
 /* Largest block: 1 GiB, the largest size class a transport moves in one
  * message (RKV_TP_MAX_MSG). */
 #define RKV_MAX_BLOCK (1u << 30)
+/* Blocks up to this size are small: read through a client's op buffers,
+ * and back for reuse after the server's grace period; a longer extent
+ * (a big block) waits its big grace period (rkv-server --big-grace):
+ * a big read may take longer than the grace period of small ones. */
+#define RKV_SMALL_BLOCK_MAX (4095u * RKV_BLOCK_ALIGN)
 /* Sizes below this many units are exact; above, a size class. */
 #define RKV_SLOT_LINEAR_UNITS 2048u
 /* Largest data region the slot can address. */

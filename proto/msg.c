@@ -155,6 +155,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		FBYTES(c, dir, r->server_name, RKV_SERVER_NAME_MAX);
 		F32(c, dir, r->flags);
 		F32(c, dir, r->max_value);
+		F32(c, dir, r->big_grace_ms);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 5u
+#define RKV_PROTO_VERSION 6u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -128,6 +128,10 @@ struct rkv_msg_hello_reply {
 	 * (rkv-server --max-value); slot sizes above 128 KiB name size
 	 * classes (layout.h) */
 	uint32_t max_value;
+	/* appended in version 6: how long a block over RKV_SMALL_BLOCK_MAX
+	 * waits before reuse (rkv-server --big-grace, >= grace_ms): a
+	 * client's read of one may take that long */
+	uint32_t big_grace_ms;
 };
 
 /*

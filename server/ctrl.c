@@ -481,6 +481,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->lease_ms = (uint32_t)srv->cfg.lease_ms;
 	r->grace_ms = (uint32_t)srv->cfg.grace_ms;
 	r->max_value = (uint32_t)srv->cfg.max_value;
+	r->big_grace_ms = (uint32_t)srv->cfg.big_grace_ms;
 	if (srv->ctr_mr && !c->read_only) {
 		r->counters_addr = (uint64_t)(uintptr_t)srv->ctr_mem;
 		r->counters_rkey = srv->ctr_mr->rkey;

@@ -353,7 +353,8 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 		}
 	}
 
-	rc = rkv_space_create(cfg->memory, cfg->grace_ms, &srv->space);
+	rc = rkv_space_create(cfg->memory, cfg->grace_ms, cfg->big_grace_ms,
+			      &srv->space);
 	if (rc) {
 		rkv_msgf(why, whylen, "space manager: %s", strerror(-rc));
 		goto err;

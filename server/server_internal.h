@@ -59,6 +59,7 @@ struct rkv_srv_config {
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
 	uint64_t lease_ms;              /* lock lease */
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
+	uint64_t big_grace_ms;          /* the same for big blocks, >= grace */
 	uint64_t idle_spin_us;          /* the loop stays awake this long after
 					 * work, then blocks (main.c) */
 	uint64_t chunk;                 /* default chunk bytes */
@@ -196,9 +197,11 @@ struct rkv_space_stats {
 
 /*
  * A space manager for a data region of len bytes (multiple of 64) whose
- * freed units wait grace_ms before reuse.  Returns 0, -EINVAL, -ENOMEM.
+ * freed units wait grace_ms before reuse, big_grace_ms (>= grace_ms) in
+ * extents over RKV_SMALL_BLOCK_MAX.  Returns 0, -EINVAL, -ENOMEM.
  */
-int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out);
+int rkv_space_create(uint64_t len, uint64_t grace_ms, uint64_t big_grace_ms,
+		     struct rkv_space **out);
 void rkv_space_destroy(struct rkv_space *sp);
 /*
  * Grant a contiguous free run of bytes (multiple of 64, > 0), next-fit;
@@ -211,7 +214,8 @@ int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t min_bytes,
 		    uint64_t *offset, uint64_t *len, uint32_t *grant);
 /*
  * An extent carved from grant comes back (unlinked, never published, or a
- * chunk's unused tail): it waits grace_ms, then is free.  Accepted only
+ * chunk's unused tail): it waits grace_ms (big_grace_ms when longer than
+ * RKV_SMALL_BLOCK_MAX), then is free.  Accepted only
  * when every unit is allocated, not in grace, and still owned by grant;
  * anything else changes nothing: -EINVAL (outside the region, misaligned,
  * too long), -ESTALE (a late or repeated return: the units are free, in

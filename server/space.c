@@ -15,8 +15,12 @@
  * from them themselves; unlinked blocks come back in BLOCK_RETURN batches
  * and wait in a FIFO grace queue: a reader that started before the unlink
  * may still be reading the block, and it is allowed to finish for
- * grace_ms.  Entries are appended with non-decreasing stamps, so the queue
- * is ordered by expiry and rkv_space_tick only looks at its head.
+ * grace_ms.  An extent longer than RKV_SMALL_BLOCK_MAX (a big block, or a
+ * reclaimed run that may hold one) waits big_grace_ms in a second FIFO: a
+ * big read takes longer, and clients allow a round that read one big
+ * block that long.  Entries are appended with non-decreasing stamps, so
+ * each queue is ordered by expiry and rkv_space_tick only looks at the
+ * heads.
  *
  * Every grant gets an id (never 0, unique per run) and owns its units
  * until a later grant covers them; the owner map is a sorted array of
@@ -51,6 +55,15 @@ struct gentry {
 	uint64_t expire_ms; /* free at or after this time */
 };
 
+/* A grace FIFO: q[head..tail) */
+struct gqueue {
+	struct gentry *q;
+	size_t head, tail, cap;
+	uint64_t ms;        /* how long its entries wait */
+};
+
+#define BIG_UNITS (RKV_SMALL_BLOCK_MAX / UNIT) /* longer: the big queue */
+
 struct bnd {
 	uint64_t unit;      /* first unit of a run owned by ... */
 	uint32_t grant;     /* ... this grant (0: none) */
@@ -60,14 +73,12 @@ struct rkv_space {
 	uint64_t len;         /* bytes */
 	uint64_t units;
 	uint64_t nwords;
-	uint64_t grace_ms;
 	uint64_t *alloc;      /* 1: granted or in grace */
 	uint64_t *grace;      /* 1: in grace (subset of alloc) */
 	uint64_t cursor;      /* next-fit start, in units */
 	uint64_t free_units;
 	uint64_t grace_units;
-	struct gentry *q;     /* grace FIFO: q[qhead..qtail) */
-	size_t qhead, qtail, qcap;
+	struct gqueue gq[2];  /* grace FIFOs: [0] small extents, [1] big */
 	struct bnd *b;        /* owner map: sorted by unit, b[0].unit == 0 */
 	size_t nb, bcap;
 	uint32_t next_grant;
@@ -147,12 +158,14 @@ static uint64_t find_bit(const uint64_t *bm, uint64_t from, uint64_t to,
 
 /* ----------------------------------------------------------- lifecycle */
 
-int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out)
+int rkv_space_create(uint64_t len, uint64_t grace_ms, uint64_t big_grace_ms,
+		     struct rkv_space **out)
 {
 	struct rkv_space *sp;
 
 	*out = NULL;
-	if (len == 0 || len % UNIT || len > RKV_MAX_DATA_REGION)
+	if (len == 0 || len % UNIT || len > RKV_MAX_DATA_REGION ||
+	    big_grace_ms < grace_ms)
 		return -EINVAL;
 	sp = rkv_calloc(1, sizeof(*sp));
 	if (!sp)
@@ -160,7 +173,8 @@ int rkv_space_create(uint64_t len, uint64_t grace_ms, struct rkv_space **out)
 	sp->len = len;
 	sp->units = len / UNIT;
 	sp->nwords = (sp->units + 63) / 64;
-	sp->grace_ms = grace_ms;
+	sp->gq[0].ms = grace_ms;
+	sp->gq[1].ms = big_grace_ms;
 	sp->free_units = sp->units;
 	sp->alloc = rkv_calloc(sp->nwords, sizeof(uint64_t));
 	if (!sp->alloc)
@@ -191,7 +205,8 @@ void rkv_space_destroy(struct rkv_space *sp)
 {
 	if (!sp)
 		return;
-	rkv_free(sp->q);
+	rkv_free(sp->gq[0].q);
+	rkv_free(sp->gq[1].q);
 	rkv_free(sp->b);
 	rkv_free(sp->grace);
 	rkv_free(sp->alloc);
@@ -355,24 +370,26 @@ int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t min_bytes,
 static int q_push(struct rkv_space *sp, uint64_t unit, uint64_t n,
 		  uint64_t now_ms)
 {
-	if (sp->qtail == sp->qcap) {
-		if (sp->qhead > 0 && sp->qhead >= sp->qcap / 2) {
-			memmove(sp->q, sp->q + sp->qhead,
-				(sp->qtail - sp->qhead) * sizeof(*sp->q));
-			sp->qtail -= sp->qhead;
-			sp->qhead = 0;
+	struct gqueue *g = &sp->gq[n > BIG_UNITS];
+
+	if (g->tail == g->cap) {
+		if (g->head > 0 && g->head >= g->cap / 2) {
+			memmove(g->q, g->q + g->head,
+				(g->tail - g->head) * sizeof(*g->q));
+			g->tail -= g->head;
+			g->head = 0;
 		} else {
-			size_t cap = sp->qcap ? sp->qcap * 2 : 256;
-			struct gentry *q = rkv_realloc(sp->q, cap * sizeof(*q));
+			size_t cap = g->cap ? g->cap * 2 : 256;
+			struct gentry *q = rkv_realloc(g->q, cap * sizeof(*q));
 
 			if (!q)
 				return -ENOMEM;
-			sp->q = q;
-			sp->qcap = cap;
+			g->q = q;
+			g->cap = cap;
 		}
 	}
-	sp->q[sp->qtail++] = (struct gentry){ .unit = unit, .n = n,
-					      .expire_ms = now_ms + sp->grace_ms };
+	g->q[g->tail++] = (struct gentry){ .unit = unit, .n = n,
+					   .expire_ms = now_ms + g->ms };
 	range_set(sp->grace, unit, n);
 	sp->grace_units += n;
 	return 0;
@@ -408,19 +425,23 @@ uint64_t rkv_space_tick(struct rkv_space *sp, uint64_t now_ms)
 	uint64_t freed = 0;
 	unsigned k = 0;
 
-	while (sp->qhead < sp->qtail && k < TICK_MAX &&
-	       sp->q[sp->qhead].expire_ms <= now_ms) {
-		const struct gentry *e = &sp->q[sp->qhead++];
+	for (unsigned i = 0; i < 2; i++) {
+		struct gqueue *g = &sp->gq[i];
 
-		range_clr(sp->grace, e->unit, e->n);
-		range_clr(sp->alloc, e->unit, e->n);
-		sp->grace_units -= e->n;
-		sp->free_units += e->n;
-		freed += e->n * UNIT;
-		k++;
+		while (g->head < g->tail && k < TICK_MAX &&
+		       g->q[g->head].expire_ms <= now_ms) {
+			const struct gentry *e = &g->q[g->head++];
+
+			range_clr(sp->grace, e->unit, e->n);
+			range_clr(sp->alloc, e->unit, e->n);
+			sp->grace_units -= e->n;
+			sp->free_units += e->n;
+			freed += e->n * UNIT;
+			k++;
+		}
+		if (g->head == g->tail)
+			g->head = g->tail = 0;
 	}
-	if (sp->qhead == sp->qtail)
-		sp->qhead = sp->qtail = 0;
 	return freed;
 }
 
@@ -543,8 +564,9 @@ int rkv_space_check(const struct rkv_space *sp)
 		nalloc += (uint64_t)__builtin_popcountll(sp->alloc[w]);
 		ngrace += (uint64_t)__builtin_popcountll(sp->grace[w]);
 	}
-	for (size_t i = sp->qhead; i < sp->qtail; i++)
-		inq += sp->q[i].n;
+	for (unsigned k = 0; k < 2; k++)
+		for (size_t i = sp->gq[k].head; i < sp->gq[k].tail; i++)
+			inq += sp->gq[k].q[i].n;
 	if (sp->units - nalloc != sp->free_units || ngrace != sp->grace_units ||
 	    inq != ngrace)
 		return -EFAULT;

@@ -10,7 +10,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ------------------------------------------------------------ proto/msg.h
-MAGIC, VERSION = 0x314B5652, 5   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
+MAGIC, VERSION = 0x314B5652, 6   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
 
 
 def msg(mtype, body, req_id=7, version=VERSION):
@@ -24,7 +24,7 @@ def msg_seeds():
                               0x7F0000001000, 1024, 0x22, 1 << 20,
                               0x7F0000100000, 1 << 30, 1000, 2000,
                               0x7F0000200000, 0x33, 64) + \
-        b"rkv-a".ljust(64, b"\0") + struct.pack("<II", 0, 64 << 20)
+        b"rkv-a".ljust(64, b"\0") + struct.pack("<III", 0, 64 << 20, 5000)
     ext = b"".join(struct.pack("<QII", 64 * i, 128, 9) for i in range(3))
     return {
         "hello": msg(1, struct.pack("<I", 1) + name),

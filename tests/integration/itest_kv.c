@@ -1426,6 +1426,51 @@ static void t_big_killed(void)
 	free(tmp);
 }
 
+/*
+ * A big value read slower than the grace period: a server with a 60 ms
+ * --grace (30 ms lease) keeps its big blocks for the default --big-grace
+ * (5 s), and a client allows a round that read one big block that long, so
+ * a 32 MiB value (a cold get: 100+ ms, its buffer faulted in) still
+ * reads back, by fresh clients and by one that rewrites it in between.
+ * With --big-grace 60 every such read was retried until -ETIMEDOUT.
+ */
+static void t_big_slow_read(void)
+{
+	const char *extra[] = { "--memory", "200M", "--lease", "30",
+				"--grace", "60", NULL };
+	const size_t n = 32u << 20;
+	unsigned char *v = malloc(n), *r = malloc(n), *tmp = malloc(n);
+	struct test_srv s;
+	struct rkv_client *c, *w;
+	uint64_t seed;
+	size_t len = 0;
+
+	ASSERT_TRUE(v && r && tmp);
+	ASSERT_EQ(start(&s, extra), 0);
+	w = client_of(&s, 1, 30000);
+	ASSERT_TRUE(w != NULL);
+	for (unsigned i = 0; i < 3; i++) {
+		uint64_t t0;
+
+		big_fill_seeded(v, n, 100 + i);
+		ASSERT_EQ(rkv_put(w, "slow", 4, v, n), 0);
+		c = client_of(&s, 1, 30000);
+		ASSERT_TRUE(c != NULL);
+		t0 = rkv_now_ms();
+		EXPECT_EQ(rkv_get(c, "slow", 4, r, n, &len), 0);
+		printf("#   32 MiB cold get %u: %" PRIu64 " ms (grace 60 ms)\n",
+		       i, rkv_now_ms() - t0);
+		EXPECT_TRUE(len == n && big_seeded_ok(r, n, tmp, &seed) &&
+			    seed == 100 + i);
+		rkv_client_destroy(c);
+	}
+	rkv_client_destroy(w);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	free(v);
+	free(r);
+	free(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 900);
@@ -1449,5 +1494,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_hash_collision);
 	RKV_TEST(t_big_values);
 	RKV_TEST(t_big_killed);
+	RKV_TEST(t_big_slow_read);
 	return rkv_test_done();
 }

@@ -680,23 +680,24 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 4 bytes of body now;
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 12 bytes of body now;
 	 * the older forms (64: no counter fields, 80: no server name,
-	 * 80 + name: no flags) are refused, not half-read, and so is a name
-	 * without its NUL */
+	 * 80 + name: no flags, + 4: no max value, + 8: no big grace) are
+	 * refused, not half-read, and so is a name without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
 	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
 	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX,
-			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4 };
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8 };
 
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < 5; i++) {
 		memcpy(buf + 8, &olds[i], 4);
 		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}

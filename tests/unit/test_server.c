@@ -45,9 +45,9 @@ static void t_space_grant(void)
 	uint64_t off, a, b, len;
 	uint32_t ga, gb, g;
 
-	EXPECT_EQ(rkv_space_create(0, 100, &sp), -EINVAL);
-	EXPECT_EQ(rkv_space_create(100, 100, &sp), -EINVAL);
-	ASSERT_EQ(rkv_space_create(64 * K, 100, &sp), 0);
+	EXPECT_EQ(rkv_space_create(0, 100, 100, &sp), -EINVAL);
+	EXPECT_EQ(rkv_space_create(100, 100, 100, &sp), -EINVAL);
+	ASSERT_EQ(rkv_space_create(64 * K, 100, 100, &sp), 0);
 	EXPECT_EQ(stats(sp).free, 64 * K);
 	EXPECT_EQ(grant(sp, 0, &off, NULL), -EINVAL);
 	EXPECT_EQ(grant(sp, 100, &off, NULL), -EINVAL);
@@ -82,7 +82,7 @@ static void t_space_short_grant(void)
 	uint64_t off, len, x;
 	uint32_t g, gx;
 
-	ASSERT_EQ(rkv_space_create(64 * K, 0, &sp), 0);
+	ASSERT_EQ(rkv_space_create(64 * K, 0, 0, &sp), 0);
 	/* 64 chunks of 1 KiB, each keeps one 64-byte block at its start */
 	for (int i = 0; i < 64; i++) {
 		ASSERT_EQ(grant(sp, K, &x, &gx), 0);
@@ -108,7 +108,7 @@ static void t_space_return_grace(void)
 	uint64_t a, off;
 	uint32_t ga, g2;
 
-	ASSERT_EQ(rkv_space_create(8 * K, 1000, &sp), 0);
+	ASSERT_EQ(rkv_space_create(8 * K, 1000, 1000, &sp), 0);
 	ASSERT_EQ(grant(sp, 8 * K, &a, &ga), 0);
 	EXPECT_EQ(grant(sp, 64, &off, NULL), -ENOSPC);
 	/* invalid extents change nothing */
@@ -161,13 +161,42 @@ static void t_space_return_grace(void)
 	rkv_space_destroy(sp);
 }
 
+/* Extents over RKV_SMALL_BLOCK_MAX (a big block, or a reclaimed run that
+ * may hold one) wait the big grace period; a small one its own, even when
+ * returned later; a big grace shorter than the grace is refused. */
+static void t_space_big_grace(void)
+{
+	const uint64_t S = RKV_SMALL_BLOCK_MAX, B = RKV_SMALL_BLOCK_MAX + 64;
+	struct rkv_space *sp;
+	uint64_t a;
+	uint32_t ga;
+
+	EXPECT_EQ(rkv_space_create(1024 * K, 100, 99, &sp), -EINVAL);
+	ASSERT_EQ(rkv_space_create(1024 * K, 100, 1000, &sp), 0);
+	ASSERT_EQ(grant(sp, 1024 * K, &a, &ga), 0);
+	EXPECT_EQ(rkv_space_return(sp, 0, B, ga, 0), 0);     /* big */
+	EXPECT_EQ(rkv_space_return(sp, B, S, ga, 50), 0);    /* small */
+	EXPECT_EQ(rkv_space_return(sp, B + S, 64, ga, 60), 0);
+	EXPECT_EQ(stats(sp).grace, B + S + 64);
+	EXPECT_EQ(rkv_space_tick(sp, 149), 0);
+	EXPECT_EQ(rkv_space_tick(sp, 160), S + 64); /* the small ones */
+	EXPECT_EQ(rkv_space_tick(sp, 999), 0);
+	EXPECT_EQ(stats(sp).grace, B);
+	EXPECT_EQ(rkv_space_unit_state(sp, 0), RKV_SPACE_GRACE);
+	EXPECT_EQ(rkv_space_check(sp), 0);
+	EXPECT_EQ(rkv_space_tick(sp, 1000), B);
+	EXPECT_EQ(stats(sp).grace, 0);
+	EXPECT_EQ(rkv_space_check(sp), 0);
+	rkv_space_destroy(sp);
+}
+
 static void t_space_next_fit_wrap(void)
 {
 	struct rkv_space *sp;
 	uint64_t off[4], x;
 	uint32_t g[4];
 
-	ASSERT_EQ(rkv_space_create(4 * K, 0, &sp), 0);
+	ASSERT_EQ(rkv_space_create(4 * K, 0, 0, &sp), 0);
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ(grant(sp, K, &off[i], &g[i]), 0);
 	/* free the first and third chunk (grace 0) */
@@ -193,7 +222,7 @@ static void t_space_words(void)
 	uint64_t off;
 	uint32_t g;
 
-	ASSERT_EQ(rkv_space_create(1024 * K, 0, &sp), 0);
+	ASSERT_EQ(rkv_space_create(1024 * K, 0, 0, &sp), 0);
 	ASSERT_EQ(grant(sp, 64 * 100, &off, NULL), 0);
 	ASSERT_EQ(grant(sp, 64 * 1000, &off, &g), 0);
 	EXPECT_EQ(off, 64 * 100);
@@ -222,7 +251,7 @@ static void t_space_reclaim(void)
 	uint32_t ga, gb, gc, gx;
 	uint64_t slots[16] = { 0 };
 
-	ASSERT_EQ(rkv_space_create(64 * K, 1000, &sp), 0);
+	ASSERT_EQ(rkv_space_create(64 * K, 1000, 1000, &sp), 0);
 	ASSERT_EQ(grant(sp, 4 * K, &a, &ga), 0); /* dead client */
 	ASSERT_EQ(grant(sp, 4 * K, &b, &gb), 0); /* retired by a live one */
 	ASSERT_EQ(grant(sp, 4 * K, &c, &gc), 0); /* held by a live client */
@@ -453,6 +482,7 @@ int main(int argc, char **argv)
 	rkv_test_init(argc, argv, 60);
 	RKV_TEST(t_space_grant);
 	RKV_TEST(t_space_return_grace);
+	RKV_TEST(t_space_big_grace);
 	RKV_TEST(t_space_next_fit_wrap);
 	RKV_TEST(t_space_words);
 	RKV_TEST(t_space_short_grant);

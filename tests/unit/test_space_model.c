@@ -440,7 +440,7 @@ static long replay(const struct step *steps, size_t n, char *why, size_t wl)
 	struct sim *s = calloc(1, sizeof(*s));
 	long bad = -1;
 
-	if (!s || rkv_space_create(NUNITS * UNIT, GRACE, &s->sp)) {
+	if (!s || rkv_space_create(NUNITS * UNIT, GRACE, GRACE, &s->sp)) {
 		free(s);
 		return 0;
 	}
@@ -587,7 +587,7 @@ static void t_space_model_fails(void)
 	struct client *a, *b;
 
 	ASSERT_TRUE(s != NULL);
-	ASSERT_EQ(rkv_space_create(NUNITS * UNIT, GRACE, &s->sp), 0);
+	ASSERT_EQ(rkv_space_create(NUNITS * UNIT, GRACE, GRACE, &s->sp), 0);
 	for (unsigned c = 0; c < NCLIENTS; c++)
 		s->cl[c].alive = 1;
 	a = &s->cl[0];
