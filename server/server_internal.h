@@ -203,6 +203,9 @@ struct rkv_space_stats {
 int rkv_space_create(uint64_t len, uint64_t grace_ms, uint64_t big_grace_ms,
 		     struct rkv_space **out);
 void rkv_space_destroy(struct rkv_space *sp);
+/* Tests: extents longer than units wait the big grace (default:
+ * RKV_SMALL_BLOCK_MAX / 64), so a small region can hold big ones. */
+void rkv_space_set_big_units(struct rkv_space *sp, uint64_t units);
 /*
  * Grant a contiguous free run of bytes (multiple of 64, > 0), next-fit;
  * when no run that long is free, the longest free run of at least

@@ -79,6 +79,7 @@ struct rkv_space {
 	uint64_t free_units;
 	uint64_t grace_units;
 	struct gqueue gq[2];  /* grace FIFOs: [0] small extents, [1] big */
+	uint64_t big_units;   /* longer extents are big: BIG_UNITS */
 	struct bnd *b;        /* owner map: sorted by unit, b[0].unit == 0 */
 	size_t nb, bcap;
 	uint32_t next_grant;
@@ -175,6 +176,7 @@ int rkv_space_create(uint64_t len, uint64_t grace_ms, uint64_t big_grace_ms,
 	sp->nwords = (sp->units + 63) / 64;
 	sp->gq[0].ms = grace_ms;
 	sp->gq[1].ms = big_grace_ms;
+	sp->big_units = BIG_UNITS;
 	sp->free_units = sp->units;
 	sp->alloc = rkv_calloc(sp->nwords, sizeof(uint64_t));
 	if (!sp->alloc)
@@ -370,7 +372,7 @@ int rkv_space_grant(struct rkv_space *sp, uint64_t bytes, uint64_t min_bytes,
 static int q_push(struct rkv_space *sp, uint64_t unit, uint64_t n,
 		  uint64_t now_ms)
 {
-	struct gqueue *g = &sp->gq[n > BIG_UNITS];
+	struct gqueue *g = &sp->gq[n > sp->big_units];
 
 	if (g->tail == g->cap) {
 		if (g->head > 0 && g->head >= g->cap / 2) {
@@ -393,6 +395,11 @@ static int q_push(struct rkv_space *sp, uint64_t unit, uint64_t n,
 	range_set(sp->grace, unit, n);
 	sp->grace_units += n;
 	return 0;
+}
+
+void rkv_space_set_big_units(struct rkv_space *sp, uint64_t units)
+{
+	sp->big_units = units;
 }
 
 int rkv_space_return(struct rkv_space *sp, uint64_t offset, uint64_t len,

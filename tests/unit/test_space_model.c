@@ -8,8 +8,10 @@
  * blocks, publish them in slots, unlink them (the unlinker queues a
  * return), deliver returns late, twice, or never (the client dies), drop
  * blocks never published, retire chunks with their tail, die, and the
- * server's reclaim passes and grace expiry.  A naive model (one state and
- * one owner per 64-byte unit) applies the same rules; after every step the
+ * server's reclaim passes and grace expiry.  Extents longer than BIGU
+ * units count as big blocks here (the manager's threshold, lowered): they
+ * wait BIG_GRACE, the others GRACE.  A naive model (one state, one owner
+ * and one expiry per 64-byte unit) applies the same rules; after every step the
  * two must agree unit by unit, and the invariants hold:
  *
  *   - no unit that a slot names (or a live client is writing) is free or
@@ -37,6 +39,8 @@
 #define NCLIENTS 4
 #define NSLOTS 64
 #define GRACE 10u
+#define BIG_GRACE 25u
+#define BIGU 4u                /* blocks are 1-6 units: 5 and 6 are big */
 #define MAXCH 6
 #define MAXBLK 64
 #define MAXRET 256
@@ -125,7 +129,7 @@ static int model_return(struct sim *s, const struct ext *e)
 			return -ESTALE;
 	for (uint64_t i = u; i < u + n; i++) {
 		s->st[i] = 2;
-		s->exp[i] = s->now + GRACE;
+		s->exp[i] = s->now + (n > BIGU ? BIG_GRACE : GRACE);
 	}
 	return 0;
 }
@@ -353,10 +357,17 @@ static int do_reclaim(struct sim *s)
 			mfreed += UNIT;
 		}
 	}
-	/* (the model's expiry: now + GRACE, set below with the manager's) */
-	for (unsigned u = 0; u < NUNITS; u++)
-		if (s->st[u] == 2 && s->exp[u] == s->now)
-			s->exp[u] = s->now + GRACE;
+	/* the model's expiry: each run of units reclaimed together waits
+	 * by its length */
+	for (unsigned u = 0; u < NUNITS;) {
+		unsigned v = u;
+
+		while (v < NUNITS && s->st[v] == 2 && s->exp[v] == s->now)
+			v++;
+		for (unsigned i = u; i < v; i++)
+			s->exp[i] = s->now + (v - u > BIGU ? BIG_GRACE : GRACE);
+		u = v > u ? v : u + 1;
+	}
 	if (rkv_space_reclaim(s->sp, keep, nk, s->slots, NSLOTS, s->now,
 			      &freed))
 		return fail(s, "reclaim failed%" PRIu64 "%" PRIu64, 0, 0);
@@ -440,10 +451,11 @@ static long replay(const struct step *steps, size_t n, char *why, size_t wl)
 	struct sim *s = calloc(1, sizeof(*s));
 	long bad = -1;
 
-	if (!s || rkv_space_create(NUNITS * UNIT, GRACE, GRACE, &s->sp)) {
+	if (!s || rkv_space_create(NUNITS * UNIT, GRACE, BIG_GRACE, &s->sp)) {
 		free(s);
 		return 0;
 	}
+	rkv_space_set_big_units(s->sp, BIGU);
 	for (unsigned c = 0; c < NCLIENTS; c++)
 		s->cl[c].alive = 1;
 	for (size_t i = 0; i < n && bad < 0; i++) {
@@ -587,7 +599,8 @@ static void t_space_model_fails(void)
 	struct client *a, *b;
 
 	ASSERT_TRUE(s != NULL);
-	ASSERT_EQ(rkv_space_create(NUNITS * UNIT, GRACE, GRACE, &s->sp), 0);
+	ASSERT_EQ(rkv_space_create(NUNITS * UNIT, GRACE, BIG_GRACE, &s->sp), 0);
+	rkv_space_set_big_units(s->sp, BIGU);
 	for (unsigned c = 0; c < NCLIENTS; c++)
 		s->cl[c].alive = 1;
 	a = &s->cl[0];
@@ -598,7 +611,9 @@ static void t_space_model_fails(void)
 	EXPECT_EQ(do_unlink(s, b, 1), 0);      /* b's return pending */
 	do_die(a);                             /* a dies */
 	EXPECT_EQ(do_reclaim(s), 0);           /* its chunk goes to grace */
-	EXPECT_EQ(do_tick(s, GRACE), 0);
+	EXPECT_EQ(do_tick(s, GRACE), 0);       /* a 46-unit run: big grace */
+	EXPECT_EQ(check(s), 0);
+	EXPECT_EQ(do_tick(s, BIG_GRACE - GRACE), 0);
 	EXPECT_EQ(check(s), 0);
 	EXPECT_EQ(do_grant(s, a, 47, 7), 0);   /* granted again */
 	EXPECT_EQ(do_carve(a, 0, 1), 0);
