@@ -10,12 +10,25 @@
 # the Python module (none in sanitizer builds), the YCSB self-test (Redis,
 # memcached and the tools' options; the tools run in tests/integration
 # too) and the fuzz run (its own ASan build, run by the plain make test).
+# RKV_ITEST_PROVIDERS: the providers of the itest_* programs (default: all
+# of RKV_TEST_PROVIDERS); RKV_TEST_SKIP: names of tests not to run, said so
+# at the end (e.g. "test_explore cluster_cli").
 set -u
 O=${1:-build}
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib/tap.sh
 PROVIDERS=${RKV_TEST_PROVIDERS:-tcp shm verbs}
 QUICK=${RKV_TEST_QUICK:-0}
+ITEST_PROVIDERS=${RKV_ITEST_PROVIDERS:-$PROVIDERS}
+SKIP=" ${RKV_TEST_SKIP:-} "
+NOT_RUN=""
+# wanted NAME: 0 unless RKV_TEST_SKIP names it
+wanted() {
+  case "$SKIP" in
+    *" $1 "*) NOT_RUN="$NOT_RUN $1"; return 1 ;;
+  esac
+  return 0
+}
 
 if [ "$QUICK" != 1 ]; then
   # every #include follows the dependency graph in the Makefile
@@ -31,6 +44,7 @@ fi
 
 for t in "$O"/tests/test_*; do
   [ -x "$t" ] || continue
+  wanted "$(basename "$t")" || continue
   tap_run "$(basename "$t")" 300 "$t"
 done
 if [ -x "$O/tests/conformance" ]; then
@@ -40,7 +54,8 @@ if [ -x "$O/tests/conformance" ]; then
 fi
 for t in "$O"/tests/itest_*; do
   [ -x "$t" ] || continue
-  for p in $PROVIDERS; do
+  wanted "$(basename "$t")" || continue
+  for p in $ITEST_PROVIDERS; do
     tap_run "$(basename "$t")-$p" 900 "$t" --provider "$p"
   done
 done
@@ -52,8 +67,12 @@ for t in "$O"/tests/gpu_*; do
 done
 for s in tests/integration/*.sh; do
   [ -f "$s" ] || continue
+  wanted "$(basename "$s" .sh)" || continue
   tap_run "$(basename "$s" .sh)" 300 bash "$s" "$O"
 done
+[ "$ITEST_PROVIDERS" = "$PROVIDERS" ] ||
+  echo "itest_* run on $ITEST_PROVIDERS only (RKV_ITEST_PROVIDERS)"
+[ -z "$NOT_RUN" ] || echo "not run (RKV_TEST_SKIP):$NOT_RUN"
 if [ "$QUICK" = 1 ]; then
   echo "RKV_TEST_QUICK=1: check-deps, check-layers, python, ycsb-selftest and fuzz not run"
   tap_summary
