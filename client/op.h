@@ -67,6 +67,7 @@ enum loc_step {
 	LOC_BUCKETS = 0x10, /* READ both buckets (a put also WRITEs its
 			     * block; a cached put READs a block header) */
 	LOC_VERIFY,         /* READ candidate blocks to check keys */
+	LOC_BLOCK,          /* WRITE a big block alone, then LOC_BUCKETS */
 };
 
 enum ins_step {

@@ -30,6 +30,17 @@ int blk_decode(struct opslot *o, const char *blk, size_t size,
 void loc_start(struct opslot *o, int with_block, uint64_t hdr_of)
 {
 	round_begin(o);
+	if (with_block && o->nb.size > RKV_SMALL_BLOCK_MAX) {
+		/* a big block goes in a round of its own (one RTT more):
+		 * READs behind it in one doorbell run after it, and the
+		 * round's clock would count its transfer against the grace
+		 * period of what they read (a 64 MiB put under TSan: 6 s,
+		 * retried until -ETIMEDOUT) */
+		wr_block(o);
+		o->hdr_slot = hdr_of;
+		round_post(o, LOC_BLOCK);
+		return;
+	}
 	if (with_block)
 		wr_block(o);
 	rd_buckets(o);
@@ -165,7 +176,9 @@ static void loc_verified(struct opslot *o)
 
 void loc_round(struct opslot *o)
 {
-	if (o->step == LOC_BUCKETS)
+	if (o->step == LOC_BLOCK)
+		loc_start(o, 0, o->hdr_slot);
+	else if (o->step == LOC_BUCKETS)
 		loc_buckets(o);
 	else
 		loc_verified(o);

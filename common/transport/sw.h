@@ -303,6 +303,7 @@ struct sw_ep {
 	bool in_epoll;
 	uint64_t drain_deadline; /* ns */
 	uint64_t last_rx;        /* ns of the last bytes received */
+	uint64_t last_tx;        /* ns the socket last took queued bytes */
 	uint64_t timeout_ns;
 
 	/* send queue: [sq_head, sq_tail) outstanding, in posting order */

@@ -273,6 +273,11 @@ static void tick_locked(struct sw_ep *ep, uint64_t now)
 	base = s->t_post;
 	if (!s->rnr && ep->last_rx > base)
 		base = ep->last_rx;
+	/* bytes still going out (a WRITE longer than the socket buffers
+	 * takes as long as the peer takes to read it): the timeout counts
+	 * from the last progress */
+	if (!s->rnr && ep->last_tx > base)
+		base = ep->last_tx;
 	if (now > base && now - base > ep->timeout_ns &&
 	    !(s->opcode == RKV_WR_SEND && !s->rnr && polled_peer_alive(ep)))
 		sw_ep_link_lost(ep,

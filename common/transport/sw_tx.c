@@ -37,6 +37,9 @@ void sw_ep_tx_flush(struct sw_ep *ep)
 		}
 		ep->tx_off += (size_t)n;
 		ep->tx_len -= (size_t)n;
+		/* the peer drains its socket: alive, even while a long
+		 * WRITE gets no answer (sw_ep.c tick_locked) */
+		ep->last_tx = rkv_now_ns();
 	}
 	if (!ep->tx_len) {
 		ep->tx_off = 0;

@@ -260,6 +260,36 @@ static void t_large_ops(void)
 	large_err(&o, (long)LARGE - (24l << 20) + 1, RKV_WR_SIGNALED,
 		  "to 1 B past the region");
 	large_err(&o, -8, 0, "unsignaled, from 8 B before the region");
+	/* a peer that is busy reading is alive: WRITEs that take longer
+	 * than the endpoint's timeout (200 ms; 320 MiB here) complete */
+	struct rkv_wr ws[8];
+
+	o.cli_timeout_ms = 200;
+	CONF_FIX(&f, &o);
+	for (unsigned i = 0; i < 8; i++) {
+		conf_wr(&ws[i], RKV_WR_WRITE, 10 + i, i == 7 ? RKV_WR_SIGNALED : 0,
+			f.c.loc, LARGE, f.c.loc_mr->lkey, conf_raddr(&f.s, 0),
+			f.s.mr->rkey);
+		ws[i].next = i < 7 ? &ws[i + 1] : NULL;
+	}
+	uint64_t t0 = rkv_now_ms();
+
+	if (conf_post_wait(&f, ws, 1) == 0) {
+		if (f.c.st.wc[0].status != RKV_WC_SUCCESS ||
+		    f.c.st.wc[0].wr_id != 17) {
+			printf("#   8 WRITEs of 40 MiB, timeout 200 ms: [%" PRIu64
+			       " %s] after %" PRIu64 " ms\n", f.c.st.wc[0].wr_id,
+			       rkv_wc_status_str(f.c.st.wc[0].status),
+			       rkv_now_ms() - t0);
+			g_test_failures++;
+		} else {
+			printf("#   8 WRITEs of 40 MiB in %" PRIu64 " ms, timeout "
+			       "200 ms\n", rkv_now_ms() - t0);
+		}
+	} else {
+		g_test_failures++;
+	}
+	conf_fix_destroy(&f);
 }
 
 static uint64_t word(struct conf_fix *f, size_t off)
