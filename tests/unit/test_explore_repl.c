@@ -223,7 +223,7 @@ static void t_repl_fp_twin(void)
 
 int main(int argc, char **argv)
 {
-	rkv_test_init(argc, argv, x_watchdog_s(240, 600));
+	rkv_test_init(argc, argv, x_watchdog_s(480, 600));
 	rkv_log_set_level(RKV_LOG_OFF);
 	RKV_TEST(t_replica_checker);
 	RKV_TEST(t_repl_put_put_kill);
