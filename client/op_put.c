@@ -3,9 +3,9 @@
  * op_put.c - put and delete.
  *
  * Put: carve and encode the new block, then WRITE it and READ both
- * buckets in one doorbell (a big block: WRITE it first, alone).  A key found (or a trusted cached slot still
- * unchanged) is replaced by one CAS from the word seen; an absent key is
- * inserted (op_ins.c).  The replaced block goes back to the server under
+ * buckets in one doorbell (a big block: WRITE it first, alone).  A key
+ * found (or a trusted cached slot still unchanged) is replaced by one CAS
+ * from the word seen; an absent key is inserted (op_ins.c).  The replaced block goes back to the server under
  * the grant its header names.
  *
  * Delete: with a trusted cached location, CAS the slot to empty in one
