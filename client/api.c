@@ -89,6 +89,22 @@ static void slot_take(struct rkv_client *c, struct opslot *o,
 	c->inflight++;
 }
 
+/* Idle until now: what happened meanwhile (a link closed by a failover's
+ * fence) is seen, and healed, before an op posts. */
+static int catch_up(struct rkv_client *c)
+{
+	int rc = eng_poll_idle(&c->eng);
+
+	if (rc <= 0)
+		return rc; /* not idle */
+	/* an endpoint the peer disconnected (verbs: the CM's DISCONNECTED,
+	 * seen by the poll) with nothing posted on it gives no completion */
+	client_links_check(c);
+	if (c->eng.links_failed != c->links_failed_seen)
+		peers_heal(c);
+	return 0;
+}
+
 int client_submit(struct rkv_client *c, struct rkv_op *op,
 		  const struct op_kind *k, struct rkv_ext_op *x)
 {
@@ -103,6 +119,9 @@ int client_submit(struct rkv_client *c, struct rkv_op *op,
 	o = slot_get(c);
 	if (!o)
 		return -EAGAIN;
+	rc = catch_up(c);
+	if (rc < 0)
+		return rc;
 	slot_take(c, o, op, k, x, NULL, 1);
 	return 0;
 }
@@ -124,6 +143,13 @@ static void slot_release(struct rkv_client *c, struct opslot *o)
 
 int client_progress(struct rkv_client *c)
 {
+	/* a link that died while we were idle is healed before an op posts
+	 * on it (a failover closes the survivors' links: reconnecting then
+	 * reads the new map) */
+	int rc = catch_up(c);
+
+	if (rc < 0)
+		return rc;
 	peers_heal(c); /* here, never inside a progress pass */
 	mig_route(c);  /* likewise: it may read etcd and connect */
 	return eng_progress(&c->eng);
@@ -254,6 +280,9 @@ static int run_ops(struct rkv_client *c, struct rkv_op *ops, size_t n,
 
 	if (n > 64)
 		return -EINVAL;
+	rc = catch_up(c);
+	if (rc < 0)
+		return rc;
 	for (i = 0; i < n; i++) {
 		struct opslot *o;
 

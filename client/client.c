@@ -54,6 +54,21 @@ static void client_tick(void *arg, uint64_t now_ms)
 
 	for (unsigned i = 0; i < c->nsrv; i++)
 		space_tick(&c->space[i], now_ms);
+	/* a busy client sees a closed link within a tick and heals */
+	client_links_check(c);
+}
+
+void client_links_check(struct rkv_client *c)
+{
+	/* an endpoint its peer disconnected with nothing posted on it
+	 * gives no completion (verbs: the CM's DISCONNECTED; a failover's
+	 * fence closes the survivors' links) */
+	for (unsigned i = 0; i < c->nsrv; i++) {
+		struct link *l = &c->peer[i].link;
+
+		if (l->ep && !l->dead && rkv_ep_state(l->ep) == RKV_EP_ERROR)
+			link_fail(l, -ECONNRESET);
+	}
 }
 
 static int check_opts(struct rkv_client *c)
@@ -107,6 +122,11 @@ static int take_map(struct rkv_client *c)
 	c->map = rkv_malloc(sizeof(*c->map));
 	if (!c->map)
 		return -ENOMEM;
+	if (c->given_map) {
+		*c->map = *c->given_map;
+		c->given_map = NULL;
+		return 0;
+	}
 	if (c->opts.servers || !c->opts.cluster_file) {
 		rc = rkv_map_parse_list(c->opts.servers, c->map, why,
 					sizeof(why));
@@ -167,8 +187,10 @@ static int take_servers(struct rkv_client *c)
 			c->peer_cap = MAX_SERVERS;
 		c->moved = cluster_moved;
 	}
-	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
 		c->owner[p] = c->map->owner[p];
+		memcpy(c->rep[p], c->map->rep[p], sizeof(c->rep[p]));
+	}
 	c->nslots = c->opts.max_inflight;
 	return 0;
 }
@@ -315,6 +337,12 @@ static int carve(struct rkv_client *c)
 int rkv_client_create(const struct rkv_client_opts *opts,
 		      struct rkv_client **out)
 {
+	return client_create_map(opts, NULL, out);
+}
+
+int client_create_map(const struct rkv_client_opts *opts,
+		      const struct rkv_map *map, struct rkv_client **out)
+{
 	struct rkv_client *c;
 	int rc;
 
@@ -328,6 +356,7 @@ int rkv_client_create(const struct rkv_client_opts *opts,
 	rkv_client_opts_init(&c->opts);
 	memcpy(&c->opts, opts, opts->opts_size);
 	c->opts.opts_size = sizeof(c->opts);
+	c->given_map = map;
 	c->eng.log_fn = c->opts.log_fn; /* for what create itself says */
 	c->eng.log_arg = c->opts.log_arg;
 	rc = check_opts(c);
@@ -461,7 +490,7 @@ unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,
 	out[0] = c->owner[part]; /* cap >= 1: the primary, as routed */
 	if (c->r < 2)
 		return 1;
-	rep = rkv_map_replicas(c->map, part);
+	rep = c->rep[part];
 	for (unsigned i = 1; i < c->r && i < cap; i++)
 		out[i] = rep[i];
 	return c->r;
@@ -482,7 +511,7 @@ void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
 		unsigned bad = rkv_client_server_status(c, c->owner[p]) != 0;
 
 		if (c->r > 1 && c->map) {
-			const uint16_t *rep = rkv_map_replicas(c->map, p);
+			const uint16_t *rep = c->rep[p];
 
 			for (unsigned i = 1; i < c->r; i++)
 				bad |= rkv_client_server_status(c, rep[i]) != 0;

@@ -95,6 +95,8 @@ struct rkv_client {
 	unsigned r;              /* replication factor (rkv_map_r) */
 	struct leg *legs;        /* REPL_LEGS per slot when r > 1 */
 	uint16_t owner[RKV_MAP_PARTS]; /* partition -> peer index */
+	/* partition -> its replicas' peer indices, primary first (r > 1) */
+	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_REPLICAS_MAX];
 	struct peer *peer;       /* peer[i] for i < map->n: map->srv[i] */
 	struct space *space;     /* space[i]: ours on peer[i] */
 	struct link *links[MAX_SERVERS];
@@ -111,6 +113,12 @@ struct rkv_client {
 	unsigned ndown;          /* peers down (peers.c) */
 	int healing;             /* peers_heal is running */
 	unsigned links_failed_seen; /* eng.links_failed at the last heal */
+	uint64_t map_poll_ms;     /* next read of etcd's map while down */
+	/* a server refused us as a client of an old map (a failover fenced
+	 * it at this epoch): until the map is that new, no op is served by
+	 * the old one (they wait, op.c) */
+	uint32_t newer_epoch;
+	const struct rkv_map *given_map; /* client_create_map, until taken */
 	/* operation slots */
 	struct opslot *slots;
 	unsigned nslots;
@@ -185,6 +193,14 @@ int peers_get(struct rkv_client *c, const struct rkv_map_server *s);
  * links that failed; reconnect the down servers whose retry is due. */
 void peers_heal(struct rkv_client *c);
 
+/* client.c: every link whose endpoint its peer closed marked dead. */
+void client_links_check(struct rkv_client *c);
+/* client.c: rkv_client_create with the cluster map given (its epoch goes
+ * in every HELLO; options' servers and cluster file ignored): the
+ * failover's coordinator, a client of the next map. */
+int client_create_map(const struct rkv_client_opts *opts,
+		      const struct rkv_map *map, struct rkv_client **out);
+
 /* cluster.c: the map of "etcd://HOST:PORT/CLUSTER" into c->map (the
  * reason logged).  0 or -errno. */
 int cluster_load(struct rkv_client *c, const char *url);
@@ -195,6 +211,9 @@ int cluster_load(struct rkv_client *c, const char *url);
  * peer's index, or -errno (-ESTALE: no map says where it went). */
 int cluster_moved(struct rkv_client *c, unsigned part, uint32_t epoch,
 		  unsigned from);
+/* The published map in etcd, adopted when newer than the client's (a
+ * failover): 1 adopted, 0 not newer, or -errno. */
+int cluster_poll(struct rkv_client *c);
 
 /* dev.c */
 int gpu_prepare(struct rkv_client *c, int gpu, const void *ptr, size_t len,

@@ -164,6 +164,16 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 {
 	uint16_t owner[RKV_MAP_PARTS];
 	int idx[RKV_MAP_SERVERS_MAX];
+	unsigned r = rkv_map_r(m);
+
+	if (r != c->r) {
+		/* the slots' legs were made for c->r copies */
+		clog_(c, RKV_LOG_ERROR, "cluster map epoch %llu keeps %u "
+		      "cop%s of each key, this client was made for %u",
+		      (unsigned long long)m->epoch, r, r == 1 ? "y" : "ies",
+		      c->r);
+		return -EINVAL;
+	}
 
 	for (unsigned i = 0; i < m->n; i++) {
 		idx[i] = peers_get(c, &m->srv[i]);
@@ -173,6 +183,9 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 		owner[p] = (uint16_t)idx[m->owner[p]];
 	memcpy(c->owner, owner, sizeof(owner));
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		for (unsigned k = 0; k < r; k++)
+			c->rep[p][k] = (uint16_t)idx[m->rep[p][k]];
 	rkv_free(c->map);
 	c->map = m;
 	if (c->next && c->next->epoch <= m->epoch) {
@@ -227,6 +240,16 @@ static int refresh(struct rkv_client *c, uint32_t epoch)
 	}
 	rkv_etcd_close(e);
 	return rc;
+}
+
+int cluster_poll(struct rkv_client *c)
+{
+	uint64_t was = c->map->epoch;
+	int rc = refresh(c, 0);
+
+	if (rc)
+		return rc;
+	return c->map->epoch > was;
 }
 
 int cluster_moved(struct rkv_client *c, unsigned part, uint32_t epoch,

@@ -96,6 +96,7 @@ int peer_err_transient(int err)
 	case -ECONNREFUSED:
 	case -ECONNRESET:
 	case -ECONNABORTED:
+	case -ESTALE: /* fenced: the cluster has a newer map */
 	case -ETIMEDOUT:
 	case -EHOSTUNREACH:
 	case -EHOSTDOWN:
@@ -212,6 +213,7 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO;
 	m.u.hello.flags = o->read_only ? RKV_HELLO_READ_ONLY : 0;
+	m.u.hello.map_epoch = o->map_epoch;
 	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s",
 		 o->name ? o->name : "rkv");
 	rc = ctrl_call(&p->ctrl, &m, &reply, o->timeout_ms);
@@ -233,6 +235,13 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 	}
 	if (reply.hdr.type != RKV_MSG_HELLO_REPLY)
 		return -EPROTO;
+	if (reply.u.hello_reply.status == -ESTALE) {
+		p->fenced_at = reply.u.hello_reply.fence_epoch;
+		eng_log(e, RKV_LOG_INFO, "server %s serves clients of map "
+			"epoch %u and later (this one: %u)", p->label,
+			reply.u.hello_reply.fence_epoch, o->map_epoch);
+		return -ESTALE;
+	}
 	if (p->check_name &&
 	    strcmp(reply.u.hello_reply.server_name, p->name) != 0) {
 		eng_log(e, RKV_LOG_ERROR,

@@ -45,6 +45,8 @@ struct peer {
 	int down;
 	uint64_t retry_ms;        /* next reconnect attempt */
 	unsigned backoff_ms;      /* wait after the next failed attempt */
+	uint32_t fenced_at;       /* HELLO refused -ESTALE: the server's fence
+				   * epoch (a failover's next map) */
 };
 
 /* What connecting needs from the client's options. */
@@ -54,6 +56,7 @@ struct conn_opts {
 	unsigned timeout_ms;      /* connect and each handshake step */
 	const unsigned char *secret; /* NULL: none */
 	size_t secret_len;
+	uint32_t map_epoch;       /* HELLO: the client's map epoch (0: none) */
 };
 
 /* The secret of the options (bytes, or a file like rkv-server's

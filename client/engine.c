@@ -162,6 +162,19 @@ static void flush_all(struct engine *e)
  * only when the coarse clock has moved since the last tick: at most once a
  * jiffy instead of once a pass.
  */
+int eng_poll_idle(struct engine *e)
+{
+	uint64_t cnow = rkv_coarse_ms();
+
+	int n;
+
+	if (cnow - e->last_poll_ms <= IDLE_POLL_MS)
+		return 0;
+	e->last_poll_ms = cnow;
+	n = poll_cq(e);
+	return n < 0 ? n : 1;
+}
+
 int eng_progress(struct engine *e)
 {
 	uint64_t now = 0, cnow = rkv_coarse_ms();

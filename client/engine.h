@@ -117,6 +117,10 @@ void link_flush(struct link *l);
  * again, tick when the coarse clock moved.  Returns the number of
  * completions or a CQ error. */
 int eng_progress(struct engine *e);
+/* An idle engine's CQ polled (what happened while idle: a link that
+ * died, an RKEY_UPDATE) before anything else runs: 1 polled, 0 not idle
+ * (nothing done), or -errno. */
+int eng_poll_idle(struct engine *e);
 /* Progress was made: ends an idle period (rkv_wait's spin estimate). */
 void eng_progressed(struct engine *e);
 /* rkv_wait, first half: 1 while the caller should still spin (starts

@@ -396,12 +396,6 @@ static void op_start(struct opslot *o)
 		op_finish(o, -EACCES);
 		return;
 	}
-	rc = op_place(o, c->owner[o->part]);
-	if (rc) {
-		/* a dead server costs its own keys only (peers.c) */
-		op_finish(o, rc);
-		return;
-	}
 	if (c->r > 1 && o->kind->writes) {
 		if (o->d) {
 			/* device buffers are not replicated yet */
@@ -412,6 +406,18 @@ static void op_start(struct opslot *o)
 		o->kind = repl_kind(o->kind);
 		o->repl.nlegs = c->r - 1;
 		o->x_try = 0;
+	}
+	if (c->newer_epoch > c->map->epoch) {
+		/* the cluster fenced our map: nothing is served by it, a
+		 * paused old primary included; wait for the new one */
+		op_wait(o, MIG_EPOCH);
+		return;
+	}
+	rc = op_place(o, c->owner[o->part]);
+	if (rc) {
+		/* a dead server costs its own keys only (peers.c) */
+		op_finish(o, rc);
+		return;
 	}
 	op_attempt_at(o, o->t_op_ms);
 }
@@ -465,6 +471,13 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 
 	if (o->step == MIG_MOVED)
 		return; /* mig_route's, at the top of a progress call */
+	if (o->step == MIG_EPOCH) {
+		if (o->c->newer_epoch > o->c->map->epoch)
+			return; /* peers_heal reads the map meanwhile */
+		o->state = OP_IO;
+		op_redirect(o, o->c->owner[o->part]);
+		return;
+	}
 	if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))
 		step = 1;
 	/* a lock held by a live writer is released within a few round

@@ -123,6 +123,9 @@ enum mig_step {
 	MIG_WAIT = 0x40,    /* timer: the key's partition is being moved */
 	MIG_MOVED,          /* it moved: where to is found between progress
 			     * passes (mig_route: etcd, a new connection) */
+	MIG_EPOCH,          /* timer: a server refused us as a client of an
+			     * old map (failover): wait for the new one
+			     * (peers_heal reads it), then go where it says */
 };
 
 #define OP_MACHINE(step) ((unsigned)(step) >> 4)
@@ -275,6 +278,10 @@ struct repl_state {
 	int install;             /* the primary waits for the legs */
 	int err;                 /* a leg failed: the write fails */
 	int fresh;               /* the key had no slot on the primary */
+	int maybe;               /* a block of this op (any attempt) may be
+				  * on a backup: failing now, the write's
+				  * outcome is unknown (a failover may make
+				  * that copy current): -EIO */
 	uint64_t seq;            /* the sequence our blocks carry */
 	unsigned rtt0;           /* op->rtts when the attempt began */
 };

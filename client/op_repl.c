@@ -380,6 +380,8 @@ static void leg_install(struct leg *l)
 	}
 	if (l->found && l->seq >= o->repl.seq) {
 		l->step = LEG_DONE; /* ours already, or a newer holder's */
+		if (l->seq == o->repl.seq)
+			o->repl.maybe = 1;
 		return;
 	}
 	if (l->found) {
@@ -451,6 +453,7 @@ static void install_done(struct leg *l)
 				     rkv_slot_size(l->dup_word[i]),
 				     l->dup_grant[i]);
 	space_settle(l->sp, l->ref.chunk);
+	o->repl.maybe = 1;
 	bi.version = o->repl.seq;
 	bi.grant = l->ref.grant;
 	cache_store_at(o->c, &o->kh, o->op->key, o->op->key_len, l->p->idx,
@@ -501,8 +504,10 @@ static void leg_round_done(struct leg *l)
 		return;
 	}
 	if (l->err) {
-		if (l->step == LEG_INSTALL)
+		if (l->step == LEG_INSTALL) {
 			l->size = 0; /* the CAS may have landed: reclaim's */
+			o->repl.maybe = 1;
+		}
 		leg_fail(l, l->err);
 		return;
 	}
@@ -594,7 +599,7 @@ void repl_slot_init(struct opslot *o, struct leg *legs, char *bufs,
 int repl_begin(struct opslot *o)
 {
 	struct rkv_client *c = o->c;
-	const uint16_t *rep = rkv_map_replicas(c->map, o->part);
+	const uint16_t *rep = c->rep[o->part];
 
 	o->repl.install = 0;
 	o->repl.err = 0;
@@ -641,7 +646,7 @@ static void leg_settled(struct opslot *o)
 			return;
 	}
 	if (o->repl.err) {
-		int err = o->repl.err;
+		int err = o->repl.maybe ? -EIO : o->repl.err;
 
 		o->repl.install = 0;
 		rmw_abort(o, err);
@@ -660,7 +665,7 @@ static void leg_settled(struct opslot *o)
 	if (more)
 		return;
 	if (o->repl.err) {
-		int err = o->repl.err;
+		int err = o->repl.maybe ? -EIO : o->repl.err;
 
 		o->repl.install = 0;
 		rmw_abort(o, err);

@@ -29,6 +29,7 @@
 #define RETRY_FIRST_MS 100
 #define RETRY_MAX_MS 5000
 #define RECONNECT_TIMEOUT_MS 1000
+#define MAP_POLL_MS 200 /* etcd's map, read while a server is down */
 
 static struct conn_opts conn_opts_of(const struct rkv_client *c,
 				     unsigned timeout_ms)
@@ -37,7 +38,8 @@ static struct conn_opts conn_opts_of(const struct rkv_client *c,
 				   .read_only = c->opts.read_only,
 				   .timeout_ms = timeout_ms,
 				   .secret = c->secret,
-				   .secret_len = c->secret_len };
+				   .secret_len = c->secret_len,
+				   .map_epoch = (uint32_t)c->map->epoch };
 }
 
 static void mark_down(struct rkv_client *c, struct peer *p, int err,
@@ -192,9 +194,26 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 	clog_(c, RKV_LOG_INFO, "server %s is back", p->label);
 }
 
+/* A newer map in etcd (a failover): adopt it, and retry the servers that
+ * are down at once.  Rate-limited unless forced. */
+static void poll_map(struct rkv_client *c, uint64_t now, int force)
+{
+	if (!c->moved || (!force && now < c->map_poll_ms))
+		return;
+	c->map_poll_ms = now + MAP_POLL_MS;
+	if (cluster_poll(c) <= 0)
+		return;
+	for (unsigned i = 0; i < c->nsrv; i++)
+		if (c->peer[i].down) {
+			c->peer[i].retry_ms = now;
+			c->peer[i].backoff_ms = RETRY_FIRST_MS;
+		}
+}
+
 void peers_heal(struct rkv_client *c)
 {
 	uint64_t now;
+	int polled = 0;
 
 	if (c->healing ||
 	    (!c->ndown && c->eng.links_failed == c->links_failed_seen))
@@ -205,10 +224,33 @@ void peers_heal(struct rkv_client *c)
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
 
-		if (p->link.dead && !p->down)
+		if (p->link.dead && !p->down) {
 			mark_down(c, p, p->link.dead, now);
-		if (p->down && now >= p->retry_ms && !peer_busy(c, p))
-			reconnect(c, p);
+			/* a link that just died: one try at once (a fenced
+			 * server answers at once, a dead one refuses) */
+			p->retry_ms = now;
+		}
+	}
+	/* a server down may have been failed over: a newer map in etcd
+	 * places its keys on the others (and the survivors, fenced, refuse
+	 * this client until it has it) */
+	if (c->ndown)
+		poll_map(c, now, 0);
+	for (unsigned i = 0; i < c->nsrv; i++) {
+		struct peer *p = &c->peer[i];
+
+		if (!p->down || now < p->retry_ms || peer_busy(c, p))
+			continue;
+		reconnect(c, p);
+		if (p->down == -ESTALE && p->fenced_at > c->newer_epoch)
+			c->newer_epoch = p->fenced_at;
+		if (p->down == -ESTALE && !polled) {
+			/* refused as a client of an old map: read it now */
+			polled = 1;
+			poll_map(c, now, 1);
+			if (now >= p->retry_ms)
+				reconnect(c, p);
+		}
 	}
 	c->healing = 0;
 }

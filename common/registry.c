@@ -78,6 +78,11 @@ void rkv_reg_next_key(const struct rkv_reg_url *u, char *buf, size_t cap)
 	snprintf(buf, cap, "/rkv/%s/next", u->cluster);
 }
 
+void rkv_reg_rebuild_key(const struct rkv_reg_url *u, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "/rkv/%s/rebuild", u->cluster);
+}
+
 void rkv_reg_servers_prefix(const struct rkv_reg_url *u, char *buf,
 			    size_t cap)
 {

@@ -53,6 +53,9 @@ int rkv_reg_parse_url(const char *url, struct rkv_reg_url *u, char *why,
 void rkv_reg_map_key(const struct rkv_reg_url *u, char *buf, size_t cap);
 /* The map a migration in progress moves to ("next"), beside "map". */
 void rkv_reg_next_key(const struct rkv_reg_url *u, char *buf, size_t cap);
+/* "/rkv/CLUSTER/rebuild": the partitions a failover left with fewer
+ * copies than the map keeps, until their rebuild ends. */
+void rkv_reg_rebuild_key(const struct rkv_reg_url *u, char *buf, size_t cap);
 void rkv_reg_servers_prefix(const struct rkv_reg_url *u, char *buf,
 			    size_t cap);
 void rkv_reg_server_key(const struct rkv_reg_url *u, const char *name,

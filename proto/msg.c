@@ -100,6 +100,7 @@ const char *rkv_msg_type_str(unsigned type)
 	case RKV_MSG_AUTH_RESPONSE: return "AUTH_RESPONSE";
 	case RKV_MSG_RKEY_UPDATE: return "RKEY_UPDATE";
 	case RKV_MSG_RKEY_ACK: return "RKEY_ACK";
+	case RKV_MSG_FENCE: return "FENCE";
 	}
 	return "UNKNOWN";
 }
@@ -133,6 +134,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 	case RKV_MSG_HELLO:
 		F32(c, dir, m->u.hello.flags);
 		FBYTES(c, dir, m->u.hello.name, RKV_NAME_MAX);
+		F32(c, dir, m->u.hello.map_epoch);
 		break;
 	case RKV_MSG_HELLO_REPLY: {
 		struct rkv_msg_hello_reply *r = &m->u.hello_reply;
@@ -156,6 +158,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F32(c, dir, r->flags);
 		F32(c, dir, r->max_value);
 		F32(c, dir, r->big_grace_ms);
+		F32(c, dir, r->fence_epoch);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:
@@ -225,6 +228,9 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		break;
 	case RKV_MSG_RKEY_ACK:
 		F32(c, dir, m->u.rkey_ack.epoch);
+		break;
+	case RKV_MSG_FENCE:
+		F32(c, dir, m->u.fence.epoch);
 		break;
 	default:
 		return -2;

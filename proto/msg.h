@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 6u
+#define RKV_PROTO_VERSION 7u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -71,6 +71,7 @@ enum rkv_msg_type {
 	RKV_MSG_AUTH_RESPONSE = 14,
 	RKV_MSG_RKEY_UPDATE = 15,
 	RKV_MSG_RKEY_ACK = 16,
+	RKV_MSG_FENCE = 17,
 };
 const char *rkv_msg_type_str(unsigned type);
 
@@ -99,6 +100,10 @@ enum rkv_hello_reply_flags {
 struct rkv_msg_hello {
 	uint32_t flags;               /* enum rkv_hello_flags */
 	char name[RKV_NAME_MAX];      /* client name for logs, NUL-padded */
+	/* appended in version 7: the epoch of the client's cluster map (0:
+	 * none, or a map without epochs); a server fenced at a later epoch
+	 * refuses it with -ESTALE (docs/DESIGN.md §9.7, failover) */
+	uint32_t map_epoch;
 };
 
 struct rkv_msg_hello_reply {
@@ -132,6 +137,9 @@ struct rkv_msg_hello_reply {
 	 * waits before reuse (rkv-server --big-grace, >= grace_ms): a
 	 * client's read of one may take that long */
 	uint32_t big_grace_ms;
+	/* appended in version 7: the epoch this server is fenced at (0:
+	 * never): clients of an older map are refused */
+	uint32_t fence_epoch;
 };
 
 /*
@@ -180,6 +188,20 @@ struct rkv_msg_chunk_retire {
 
 struct rkv_msg_ack {
 	int32_t status;
+};
+
+/*
+ * FENCE (version 7), answered by ACK: from now on this server serves no
+ * client of a map older than epoch.  It registers its index region anew
+ * (the old rkeys stop working: on tcp and verbs no one-sided operation
+ * with them runs after the ACK), closes every connection whose HELLO gave
+ * an older nonzero map epoch, and refuses such HELLOs with -ESTALE.  Only
+ * a writer whose own HELLO gave a map epoch >= epoch may ask (-EPERM);
+ * an epoch <= the current fence is a no-op.  The failover's coordinator
+ * sends it to every surviving server before it reads their copies.
+ */
+struct rkv_msg_fence {
+	uint32_t epoch;
 };
 
 struct rkv_msg_stats_reply {
@@ -291,6 +313,7 @@ struct rkv_msg {
 		struct rkv_msg_auth_response auth_response;
 		struct rkv_msg_rkey_update rkey_update;
 		struct rkv_msg_rkey_ack rkey_ack;
+		struct rkv_msg_fence fence;
 	} u;
 };
 

@@ -47,6 +47,7 @@ struct rkv_srv_reg {
 	pthread_mutex_t emu;      /* e: one caller at a time once thr is up */
 	int stop;
 	int etcd_down;            /* said so already */
+	struct rkv_srv *srv;      /* set under emu once serving */
 };
 
 static int transient(int rc)
@@ -119,6 +120,45 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+static int parse_map(const struct rkv_etcd_kv *kv, struct rkv_map *m);
+
+/* The registration lapsed: if the map no longer holds us (a failover
+ * replaced us while we were paused or cut off), serve none of its
+ * clients from now on (emu held). */
+static void check_removed(struct rkv_srv_reg *r)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	char key[RKV_REG_KEY_MAX];
+
+	/* the published map, then the one a failover is making */
+	for (int i = 0; m && r->srv && i < 2; i++) {
+		struct rkv_etcd_kv kv = { 0 };
+		int out;
+
+		if (i == 0)
+			rkv_reg_map_key(&r->u, key, sizeof(key));
+		else
+			rkv_reg_next_key(&r->u, key, sizeof(key));
+		/* a next map without us at r = 1 is a drain, which reads
+		 * our keys still: only a failover's (r > 1) fences us */
+		out = !rkv_etcd_get(r->e, key, &kv, NULL) && !parse_map(&kv, m) &&
+		      rkv_map_find(m, r->name) < 0 &&
+		      (i == 0 || rkv_map_r(m) > 1);
+		rkv_etcd_kv_fini(&kv);
+		if (!out)
+			continue;
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+			"cluster %s: the %s map (epoch %llu) no longer holds "
+			"'%s' (failed over while this server was away): "
+			"refusing the clients of older maps; restart it empty "
+			"to serve again", r->u.cluster, i ? "next" : "current",
+			(unsigned long long)m->epoch, r->name);
+		atomic_store(&r->srv->self_fence, (uint32_t)m->epoch);
+		break;
+	}
+	rkv_free(m);
+}
+
 /* Keep the lease alive; register anew when it lapsed. */
 static void renew(struct rkv_srv_reg *r)
 {
@@ -129,6 +169,7 @@ static void renew(struct rkv_srv_reg *r)
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
 			"cluster %s: the registration lapsed; registering anew",
 			r->u.cluster);
+		check_removed(r);
 		rc = register_once(r, why, sizeof(why));
 		if (rc == -EADDRINUSE)
 			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "cluster %s: %s",
@@ -232,11 +273,21 @@ fail:
 	return rc;
 }
 
+static int parse_map(const struct rkv_etcd_kv *kv, struct rkv_map *m)
+{
+	char why[300];
+
+	return strlen(kv->val) == kv->val_len &&
+			       !rkv_map_parse(kv->val, m, why, sizeof(why)) &&
+			       m->epoch
+		       ? 0
+		       : -EINVAL;
+}
+
 /* The map at key into *m: 0, or -errno (-ENOENT: none). */
 static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 {
 	struct rkv_etcd_kv kv = { 0 };
-	char why[300];
 	int rc;
 
 	pthread_mutex_lock(&r->emu); /* the renewing thread shares r->e */
@@ -244,9 +295,7 @@ static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 	pthread_mutex_unlock(&r->emu);
 
 	if (!rc)
-		rc = strlen(kv.val) == kv.val_len &&
-				     !rkv_map_parse(kv.val, m, why, sizeof(why)) &&
-				     m->epoch ? 0 : -EINVAL;
+		rc = parse_map(&kv, m);
 	rkv_etcd_kv_fini(&kv);
 	return rc;
 }
@@ -270,6 +319,9 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 	unsigned gone = 0;
 	int rc = m && n ? 0 : -ENOMEM, have_next = 0;
 
+	pthread_mutex_lock(&r->emu);
+	r->srv = srv; /* for check_removed, from now on */
+	pthread_mutex_unlock(&r->emu);
 	if (!rc) {
 		rkv_reg_map_key(&r->u, key, sizeof(key));
 		rc = get_map(r, key, m);

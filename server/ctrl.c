@@ -340,6 +340,16 @@ void rkv_srv_ctrl_tick(struct rkv_srv *srv, uint64_t now_ms)
 	    now_ms - srv->last_reclaim_ms >= RKV_CTRL_RECLAIM_MS)
 		reclaim(srv, now_ms, "clients left");
 	rkv_srv_rotate_tick(srv, now_ms);
+	uint32_t sf = atomic_exchange(&srv->self_fence, 0);
+	int frc = sf > srv->fence_epoch ? rkv_srv_fence(srv, sf, NULL, now_ms)
+					: 0;
+
+	if (frc == -EOPNOTSUPP)
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+			"out of the cluster's map (epoch %u), and shm cannot "
+			"fence its clients: stop this server", sf);
+	else if (frc)
+		atomic_store(&srv->self_fence, sf); /* again next tick */
 }
 
 /* ------------------------------------------------------------ replies */
@@ -449,6 +459,13 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	char w[256];
 
 	memset(r, 0, sizeof(*r));
+	r->fence_epoch = srv->fence_epoch;
+	if (hm->map_epoch && hm->map_epoch < srv->fence_epoch) {
+		/* a client of a map the cluster left behind (failover): it
+		 * reads the map again */
+		r->status = -ESTALE;
+		return;
+	}
 	if (hm->flags & RKV_HELLO_READ_ONLY) {
 		imr = srv->index_ro_mr;
 		dmr = srv->data_ro_mr;
@@ -459,6 +476,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	}
 	copy_name(c->name, hm->name);
 	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
+	c->map_epoch = hm->map_epoch;
 	r->flags = c->read_only ? RKV_HELLO_REPLY_READ_ONLY : 0;
 	c->rkey_epoch = c->rkey_sent = rkv_srv_rotate_epoch(srv);
 	c->client_id = srv->next_client_id++;
@@ -717,6 +735,7 @@ static int is_request(unsigned type)
 	case RKV_MSG_COUNTER_OPEN:
 	case RKV_MSG_AUTH_RESPONSE:
 	case RKV_MSG_RKEY_ACK:
+	case RKV_MSG_FENCE:
 		return 1;
 	}
 	return 0;
@@ -813,6 +832,62 @@ static void already_in(struct rkv_srv_conn *c, uint32_t req_id)
 	srv->rep.u.error.status = -EALREADY;
 	snprintf(srv->rep.u.error.text, sizeof(srv->rep.u.error.text),
 		 "already connected as client %u", c->client_id);
+}
+
+/*
+ * FENCE: serve no client of a map older than epoch (proto/msg.h).  The
+ * index is registered anew first, so once the ACK leaves no one-sided
+ * operation of a fenced client runs here; then their connections close.
+ * shm cannot fence that way (its clients run their operations on their
+ * own mappings, checking the key word first: one paused between the two
+ * would land after the fence), so it refuses.
+ */
+int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
+		  struct rkv_srv_conn *keep, uint64_t now_ms)
+{
+	unsigned closed = 0;
+	char w[256];
+	int rc;
+
+	if (epoch <= srv->fence_epoch)
+		return 0; /* fenced already (a coordinator's retry) */
+	if (rkv_tp_provider(srv->tp) == RKV_TP_SHM)
+		return -EOPNOTSUPP;
+	rc = rkv_srv_fence_index(srv, now_ms);
+	if (rc)
+		return rc;
+	srv->fence_epoch = epoch;
+	for (uint32_t i = 0; i < srv->nslots; i++) {
+		struct rkv_srv_conn *o = srv->conns[i];
+
+		/* epoch 0: not a client of the cluster's map (rkv stat, a
+		 * direct client); it keeps going with the new rkeys */
+		if (!o || o == keep || o->state != RKV_CONN_READY ||
+		    !o->map_epoch || o->map_epoch >= epoch)
+			continue;
+		conn_close(o, now_ms, 1, "fenced: its map is older than "
+			   "epoch %u", epoch);
+		closed++;
+	}
+	srv->fenced_out += closed;
+	rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+		"fenced at map epoch %u%s%s: index rkeys replaced, %u "
+		"connection(s) of older maps closed", epoch,
+		keep ? " by " : "", keep ? who(keep, w, sizeof(w)) : "",
+		closed);
+	return 0;
+}
+
+static void do_fence(struct rkv_srv_conn *c, uint32_t epoch, uint64_t now_ms)
+{
+	struct rkv_srv *srv = c->srv;
+
+	if (c->read_only || !c->map_epoch || c->map_epoch < epoch) {
+		srv->denied++;
+		srv->rep.u.ack.status = -EPERM;
+		return;
+	}
+	srv->rep.u.ack.status = rkv_srv_fence(srv, epoch, c, now_ms);
 }
 
 /* Post receive buffer rb again.  Returns enum serve_rc. */
@@ -923,6 +998,10 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	case RKV_MSG_COUNTER_OPEN:
 		init_rep(srv, RKV_MSG_COUNTER_REPLY, m->hdr.req_id);
 		do_counter_open(c, m);
+		break;
+	case RKV_MSG_FENCE:
+		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);
+		do_fence(c, m->u.fence.epoch, now_ms);
 		break;
 	}
 	rc = send_reply(c, now_ms);

@@ -155,11 +155,53 @@ static void rotate(struct rkv_srv *srv, uint64_t now_ms)
 		srv->nclients);
 }
 
+int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms)
+{
+	struct rkv_srv_rotation *r = srv->rot;
+	struct rkv_mr *fresh[2] = { 0 };
+	int rc = 0;
+
+	if (!r) {
+		r = srv->rot = rkv_calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		r->next_ms = srv->cfg.rotate_s
+				     ? now_ms + srv->cfg.rotate_s * 1000
+				     : UINT64_MAX;
+	}
+	for (int i = R_INDEX; i <= R_INDEX_RO && !rc; i++)
+		if (*cur_mr(srv, i))
+			rc = rkv_srv_region_reg(srv, region_of(i),
+						(*cur_mr(srv, i))->access,
+						&fresh[i]);
+	if (rc) {
+		rkv_mr_dereg(fresh[0]);
+		rkv_mr_dereg(fresh[1]);
+		return rc;
+	}
+	/* what a rotation still retires goes now too: only clients of the
+	 * old map can hold those keys */
+	if (r->retiring)
+		retire_old(srv, now_ms, 0);
+	for (int i = R_INDEX; i <= R_INDEX_RO; i++) {
+		if (!fresh[i])
+			continue;
+		rkv_mr_dereg(*cur_mr(srv, i));
+		*cur_mr(srv, i) = fresh[i];
+	}
+	/* a rotation epoch with nothing to retire: the tick sends the new
+	 * keys to the connections that stay */
+	r->epoch++;
+	r->retiring = 1;
+	r->update_ms = now_ms;
+	return 0;
+}
+
 void rkv_srv_rotate_tick(struct rkv_srv *srv, uint64_t now_ms)
 {
 	struct rkv_srv_rotation *r = srv->rot;
 
-	if (!srv->cfg.rotate_s)
+	if (!srv->cfg.rotate_s && !r)
 		return;
 	if (!r) {
 		r = srv->rot = rkv_calloc(1, sizeof(*r));
@@ -176,7 +218,7 @@ void rkv_srv_rotate_tick(struct rkv_srv *srv, uint64_t now_ms)
 		else if (now_ms - r->update_ms >= RKV_ROTATE_OVERLAP_MS)
 			retire_old(srv, now_ms, waiting);
 	}
-	if (!r->retiring && now_ms >= r->next_ms) {
+	if (!r->retiring && srv->cfg.rotate_s && now_ms >= r->next_ms) {
 		r->next_ms = now_ms + srv->cfg.rotate_s * 1000;
 		rotate(srv, now_ms);
 		if (r->retiring && !push_updates(srv, now_ms))

@@ -26,6 +26,7 @@
 #define RKV_SERVER_SERVER_INTERNAL_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -309,6 +310,7 @@ struct rkv_srv_conn {
 	uint32_t rkey_epoch;      /* rotation epoch whose rkeys it holds: set
 				   * at HELLO, then by RKEY_ACK */
 	uint32_t rkey_sent;       /* last epoch sent in RKEY_UPDATE */
+	uint32_t map_epoch;       /* its cluster map's epoch (HELLO; 0: none) */
 	struct rkv_space_extent *chunks; /* chunks this client holds */
 	size_t nchunks, chunks_cap;
 };
@@ -365,6 +367,12 @@ struct rkv_srv {
 	uint64_t bad_extents;
 	uint64_t auth_failures;   /* wrong, missing or abandoned responses */
 	uint64_t denied;          /* writes asked of read-only connections */
+	uint32_t fence_epoch;     /* FENCE: clients of older maps refused */
+	/* set by the registration thread (cluster.c): the map of this
+	 * epoch no longer holds us (we were failed over while away); the
+	 * control thread fences us at it */
+	atomic_uint self_fence;
+	uint64_t fenced_out;      /* connections closed by a FENCE */
 	uint64_t chunk_refused[RKV_SRV_CHUNK_REFUSALS]; /* CHUNK_ALLOC, by why */
 	uint64_t polls, idle_polls, completions;
 	/* warn rate limit */
@@ -416,6 +424,20 @@ void rkv_srv_rotate_tick(struct rkv_srv *srv, uint64_t now_ms);
 uint32_t rkv_srv_rotate_epoch(const struct rkv_srv *srv);
 /* A client acknowledged rotation epoch `epoch`. */
 void rkv_srv_rotate_ack(struct rkv_srv_conn *c, uint32_t epoch);
+/*
+ * FENCE (failover, docs/DESIGN.md §9.7): register the index region anew
+ * and deregister its current registrations (and any rotation still
+ * retires) at once, so no one-sided operation with an index rkey handed
+ * out before runs after this returns (tcp: the transport's execution
+ * holds the MR table's read lock; verbs: the NIC).  Connections that stay
+ * get the new rkeys by RKEY_UPDATE.  0, or -errno (nothing changed).
+ */
+int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms);
+/* ctrl.c: serve no client of a map older than epoch (FENCE, or our own
+ * removal from the map): the index registered anew, their connections
+ * (but keep's) closed.  0 or -errno. */
+int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
+		  struct rkv_srv_conn *keep, uint64_t now_ms);
 /* Deregister what rotation still holds (shutdown). */
 void rkv_srv_rotate_fini(struct rkv_srv *srv);
 

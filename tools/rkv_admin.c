@@ -18,7 +18,12 @@
  * are moved live (client/migrate.h), then the next map is published with
  * compare-and-swap on the map's revision, "next" removed and the moved
  * slots cleaned.  A migration that stopped half-way (an error, a kill) is
- * resumed by the next join or drain, whatever it names.
+ * resumed by the next join or drain, whatever it names.  failover NAME: a
+ * dead server's backups promoted (client/failover.h): the next map (NAME
+ * out) as "next", every survivor fenced at its epoch, their copies made
+ * consistent, the map published, then the copies NAME held written again
+ * on the servers that replace it ("rebuild" in etcd until that is done;
+ * `rkv admin rebuild` finishes one that stopped).
  * Every error is one line; exit 0 done, 2 on an error.
  */
 #include "rkv_admin.h"
@@ -34,6 +39,7 @@
 #include "alloc.h"
 #include "cmap.h"
 #include "etcd.h"
+#include "failover.h"
 #include "migrate.h"
 #include "msg.h"
 #include "registry.h"
@@ -69,6 +75,12 @@ static void usage(FILE *f)
 		"                  (join and drain: maps of replicas 1 only)\n"
 		"                  (a migration that stopped half-way is resumed\n"
 		"                  by the next join or drain)\n"
+		"  failover NAME   NAME is dead (its registration lapsed): its\n"
+		"                  backups become primaries in the next map, then\n"
+		"                  the missing copies are written again (maps of\n"
+		"                  replicas 2-3, tcp and verbs); run again to\n"
+		"                  resume one that stopped\n"
+		"  rebuild         finish the copies a stopped failover left\n"
 		"default cluster: $RKV_CLUSTER\n");
 }
 
@@ -228,10 +240,13 @@ static void print_copies(const struct rkv_map *m, const long long *keys)
 	}
 	printf("copies: DEGRADED: %u of %u partitions have all %u copies up, "
 	       "%u fewer, %u none; writes to the %u fail until their servers "
-	       "are back (no failover yet), gets fail for the %u whose "
-	       "primary is down\n", full, RKV_MAP_PARTS, r, degraded, none,
+	       "are back or failed over (rkv admin failover NAME), gets fail "
+	       "for the %u whose primary is down\n", full, RKV_MAP_PARTS, r, degraded, none,
 	       degraded + none, prim_down);
 }
+
+static int load_rebuild(struct admin *a, const char *cmd, uint8_t *parts,
+			int *have);
 
 static int cmd_status(struct admin *a)
 {
@@ -279,8 +294,8 @@ static int cmd_status(struct admin *a)
 					 "%u/%u partitions moved",
 					 pr.parts_done, pr.parts_total);
 			printf("to epoch %llu with %u servers, %s, under way "
-			       "or stopped (rkv admin join or drain resumes "
-			       "it)\n", (unsigned long long)n->epoch, n->n,
+			       "or stopped (rkv admin join, drain or failover "
+			       "resumes it)\n", (unsigned long long)n->epoch, n->n,
 			       done);
 		} else {
 			printf("none\n");
@@ -303,8 +318,21 @@ static int cmd_status(struct admin *a)
 			       ? "  (registered at another address)"
 			       : "");
 	}
-	if (m->n && rkv_map_r(m) > 1)
+	if (m->n && rkv_map_r(m) > 1) {
+		static uint8_t parts[RKV_MAP_PARTS];
+		unsigned np = 0;
+		int have = 0;
+
 		print_copies(m, keys);
+		memset(parts, 0, sizeof(parts));
+		if (!load_rebuild(a, "status", parts, &have) && have) {
+			for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+				np += parts[p];
+			printf("rebuild: %u partitions of a failover wait for "
+			       "their copies to be written again, under way or "
+			       "stopped (rkv admin rebuild resumes it)\n", np);
+		}
+	}
 	for (size_t i = 0; i < a->nreg; i++)
 		if (rkv_map_find(m, a->reg[i].name) < 0)
 			printf("registered, not in the map: %s %s (protocol "
@@ -511,6 +539,20 @@ static void progress(void *arg, const struct rkv_mig_progress *p)
 	}
 }
 
+/* Put to as the next map (only if there is none). */
+static int put_next(struct admin *a, const char *cmd, const struct rkv_map *to,
+		    char *text)
+{
+	char key[RKV_REG_KEY_MAX];
+	int len = rkv_map_format(to, text, MAP_TEXT_MAX);
+
+	rkv_reg_next_key(&a->u, key, sizeof(key));
+	if (len <= 0 || rkv_etcd_put_if(a->e, key, text, (size_t)len, 0, 0))
+		return fail(cmd, "putting the next map: %s",
+			    len <= 0 ? "too long" : rkv_etcd_why(a->e));
+	return 0;
+}
+
 /* Publish to (CAS on the map's revision rev), remove "next". */
 static int publish(struct admin *a, const char *cmd, const struct rkv_map *to,
 		   int64_t rev)
@@ -541,10 +583,10 @@ static int publish(struct admin *a, const char *cmd, const struct rkv_map *to,
 static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 {
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
-	char key[RKV_REG_KEY_MAX], why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
+	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
 	struct rkv_client_opts co;
 	struct rkv_mig_progress pr = { 0 }, cl = { 0 };
-	int tty = isatty(1), rc, len;
+	int tty = isatty(1), rc;
 	int64_t rev = 0;
 
 	if (!m || !to || !text) {
@@ -575,11 +617,8 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 		       (unsigned long long)to->epoch, to->n);
 	} else if (rc == 1) {
 		rc = next_map(a, cmd, argv[0], m, to);
-		len = rc ? 0 : rkv_map_format(to, text, MAP_TEXT_MAX);
-		rkv_reg_next_key(&a->u, key, sizeof(key));
-		if (!rc && rkv_etcd_put_if(a->e, key, text, (size_t)len, 0, 0))
-			rc = fail(cmd, "putting the next map: %s",
-				  rkv_etcd_why(a->e));
+		if (!rc)
+			rc = put_next(a, cmd, to, text);
 	}
 	if (rc)
 		goto out;
@@ -618,6 +657,314 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 	       (unsigned long long)pr.freeze_max_ms,
 	       (unsigned long long)cl.blocks_freed);
 	rc = 0;
+out:
+	rkv_free(text);
+	rkv_free(to);
+	rkv_free(m);
+	return rc;
+}
+
+/* ------------------------------------------------------------ failover */
+
+/* The partitions a rebuild still owes, from etcd ("parts HEX" with a bit
+ * per partition), OR-ed into parts.  0 (none: 1), or an exit status. */
+static int load_rebuild(struct admin *a, const char *cmd, uint8_t *parts,
+			int *have)
+{
+	char key[RKV_REG_KEY_MAX];
+	struct rkv_etcd_kv kv = { 0 };
+	const char *h;
+	int rc;
+
+	*have = 0;
+	rkv_reg_rebuild_key(&a->u, key, sizeof(key));
+	rc = rkv_etcd_get(a->e, key, &kv, NULL);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return fail(cmd, "%s", rkv_etcd_why(a->e));
+	h = strstr(kv.val, "parts ");
+	if (!h || strlen(h + 6) < RKV_MAP_PARTS / 4) {
+		rkv_etcd_kv_fini(&kv);
+		return fail(cmd, "the rebuild record in etcd (%s) does not "
+			    "parse: it holds \"epoch N\" and \"parts\" with "
+			    "%u hex digits", key, RKV_MAP_PARTS / 4);
+	}
+	h += 6;
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		char c = h[p / 4];
+		unsigned v = c >= 'a' ? (unsigned)(c - 'a' + 10)
+				      : (unsigned)(c - '0');
+
+		if (v >> (3 - p % 4) & 1)
+			parts[p] = 1;
+	}
+	*have = 1;
+	rkv_etcd_kv_fini(&kv);
+	return 0;
+}
+
+static int save_rebuild(struct admin *a, const char *cmd,
+			const uint8_t *parts, uint64_t epoch)
+{
+	char key[RKV_REG_KEY_MAX], text[RKV_MAP_PARTS / 4 + 64];
+	int n = snprintf(text, sizeof(text), "epoch %llu\nparts ",
+			 (unsigned long long)epoch);
+
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p += 4) {
+		unsigned v = (unsigned)parts[p] << 3 | parts[p + 1] << 2 |
+			     parts[p + 2] << 1 | parts[p + 3];
+
+		text[n++] = "0123456789abcdef"[v];
+	}
+	text[n++] = '\n';
+	rkv_reg_rebuild_key(&a->u, key, sizeof(key));
+	if (rkv_etcd_put(a->e, key, text, (size_t)n, 0))
+		return fail(cmd, "recording the rebuild: %s",
+			    rkv_etcd_why(a->e));
+	return 0;
+}
+
+static void fo_progress(void *arg, uint64_t done, uint64_t total)
+{
+	static uint64_t last;
+	int tty = *(const int *)arg;
+
+	if (tty) {
+		printf("\rrebuilt %llu/%llu keys ", (unsigned long long)done,
+		       (unsigned long long)total);
+		fflush(stdout);
+	} else if (done == total || done - last >= 10000) {
+		last = done;
+		printf("rebuilt %llu/%llu keys\n", (unsigned long long)done,
+		       (unsigned long long)total);
+	}
+}
+
+/* The copies the map is short of, written again; the record removed. */
+static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
+		   const uint8_t *parts, struct rkv_fo_stats *st)
+{
+	char key[RKV_REG_KEY_MAX], why[300] = "";
+	struct rkv_client_opts co;
+	int tty = isatty(1), rc;
+
+	rkv_client_opts_init(&co);
+	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
+	co.connect_timeout_ms = a->timeout_ms;
+	co.name = "rkv-admin";
+	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = m,
+				  .parts = parts, .progress = fo_progress,
+				  .arg = &tty };
+
+	rc = rkv_fo_rebuild(&fo, st, why, sizeof(why));
+	if (tty)
+		printf("\n");
+	if (rc)
+		return fail(cmd, "rebuild stopped: %s (clients keep working; "
+			    "`rkv admin rebuild` resumes it)", why);
+	rkv_reg_rebuild_key(&a->u, key, sizeof(key));
+	rc = rkv_etcd_delete(a->e, key);
+	if (rc && rc != -ENOENT)
+		return fail(cmd, "removing the rebuild record: %s",
+			    rkv_etcd_why(a->e));
+	return 0;
+}
+
+static int cmd_rebuild(struct admin *a)
+{
+	static uint8_t parts[RKV_MAP_PARTS];
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	struct rkv_fo_stats st = { 0 };
+	int64_t rev;
+	int rc, have = 0;
+	unsigned n = 0;
+
+	if (!m)
+		return fail("rebuild", "%s", "out of memory");
+	rc = load_map(a, "rebuild", m, &rev);
+	if (rc == 1)
+		rc = fail("rebuild", "cluster %s has no map yet", a->u.cluster);
+	if (!rc)
+		rc = load_rebuild(a, "rebuild", parts, &have);
+	if (!rc && !have) {
+		printf("cluster %s: nothing to rebuild\n", a->u.cluster);
+		goto out;
+	}
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		n += parts[p];
+	if (!rc)
+		rc = rebuild(a, "rebuild", m, parts, &st);
+	if (!rc)
+		printf("cluster %s: %u partitions rebuilt, %llu keys written "
+		       "again in %.2f s\n", a->u.cluster, n,
+		       (unsigned long long)st.rebuilt,
+		       (double)st.elapsed_ms / 1000.0);
+out:
+	rkv_free(m);
+	return rc;
+}
+
+/* to: m without name, of the next epoch. */
+static int failover_map(const char *cmd, const char *name,
+			const struct rkv_map *m, struct rkv_map *to)
+{
+	rkv_map_init(to);
+	for (unsigned i = 0; i < m->n; i++)
+		if (strcmp(m->srv[i].name, name) &&
+		    rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
+			return fail(cmd, "%s", "the map is full");
+	to->epoch = m->epoch + 1;
+	to->replicas = m->replicas;
+	if (to->replicas > to->n)
+		return fail(cmd, "the map keeps %u copies of each key and "
+			    "would have %u server%s left: nothing changed",
+			    to->replicas, to->n, to->n == 1 ? "" : "s");
+	rkv_map_place(to);
+	return 0;
+}
+
+static int same_servers(const struct rkv_map *x, const struct rkv_map *y)
+{
+	if (x->n != y->n || rkv_map_r(x) != rkv_map_r(y))
+		return 0;
+	for (unsigned i = 0; i < x->n; i++)
+		if (rkv_map_find(y, x->srv[i].name) < 0)
+			return 0;
+	return 1;
+}
+
+static int cmd_failover(struct admin *a, int argc, char **argv)
+{
+	static const char *cmd = "failover";
+	static uint8_t parts[RKV_MAP_PARTS];
+	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
+	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
+	struct rkv_client_opts co;
+	struct rkv_fo_stats st = { 0 };
+	uint64_t t0 = 0;
+	int64_t rev = 0;
+	int rc, force = 0, have;
+	const char *name = NULL;
+	unsigned nparts;
+
+	if (!m || !to || !text) {
+		rc = fail(cmd, "%s", "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--force"))
+			force = 1;
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else {
+			rc = fail(cmd, "'%s': give one server name (and "
+				  "--force)", argv[i]);
+			goto out;
+		}
+	}
+	if (!name) {
+		rc = fail(cmd, "%s", "give the dead server's name");
+		goto out;
+	}
+	rc = load_registered(a, cmd);
+	if (!rc)
+		rc = load_map(a, cmd, m, &rev);
+	if (rc == 1)
+		rc = fail(cmd, "cluster %s has no map yet", a->u.cluster);
+	if (rc)
+		goto out;
+	if (rkv_map_find(m, name) < 0) {
+		rc = fail(cmd, "server '%s' is not in the map (epoch %llu)",
+			  name, (unsigned long long)m->epoch);
+		goto out;
+	}
+	if (rkv_map_r(m) < 2) {
+		rc = fail(cmd, "the map keeps one copy of each key: '%s' held "
+			  "the only copy of its keys, and no server can take "
+			  "them over", name);
+		goto out;
+	}
+	if (!strncmp(m->srv[0].addr, "shm://", 6)) {
+		/* its clients run their operations on their own mappings of
+		 * the servers' memory: nothing a server does can fence them */
+		rc = fail(cmd, "the servers are on shm, which cannot fence the "
+			  "clients of the old map: failover is built for tcp "
+			  "and verbs; nothing changed");
+		goto out;
+	}
+	if (registered(a, name) && !force) {
+		rc = fail(cmd, "server '%s' is registered (its lease is live): "
+			  "a failover is for a server that is gone; stop it, "
+			  "wait for its lease to lapse, or give --force if it "
+			  "is dead for sure", name);
+		goto out;
+	}
+	rc = failover_map(cmd, name, m, to);
+	if (rc)
+		goto out;
+	rc = load_next(a, cmd, to);
+	if (rc == 0) {
+		struct rkv_map want;
+
+		if (failover_map(cmd, name, m, &want) ||
+		    to->epoch != m->epoch + 1 || !same_servers(to, &want)) {
+			rc = fail(cmd, "a migration to epoch %llu is under way "
+				  "(the next map in etcd): finish it first",
+				  (unsigned long long)to->epoch);
+			goto out;
+		}
+		printf("resuming the failover to epoch %llu\n",
+		       (unsigned long long)to->epoch);
+	} else if (rc == 1) {
+		rc = failover_map(cmd, name, m, to);
+		if (!rc)
+			rc = put_next(a, cmd, to, text);
+	}
+	if (rc)
+		goto out;
+	nparts = rkv_fo_parts(m, name, parts);
+	rc = load_rebuild(a, cmd, parts, &have); /* an earlier one's too */
+	if (!rc)
+		rc = save_rebuild(a, cmd, parts, to->epoch);
+	if (rc)
+		goto out;
+	printf("failover %s: epoch %llu -> %llu, %u partitions had a copy "
+	       "there\n", name, (unsigned long long)m->epoch,
+	       (unsigned long long)to->epoch, nparts);
+	rkv_client_opts_init(&co);
+	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
+	co.connect_timeout_ms = a->timeout_ms;
+	co.name = "rkv-admin";
+	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = to,
+				  .parts = parts };
+
+	rc = rkv_fo_fence(&fo, why, sizeof(why));
+	if (!rc)
+		rc = rkv_fo_reconcile(&fo, &st, why, sizeof(why));
+	if (rc) {
+		rc = fail(cmd, "stopped: %s (nothing published; run it again "
+			  "to resume)", why);
+		goto out;
+	}
+	rc = publish(a, cmd, to, rev);
+	if (rc)
+		goto out;
+	t0 = st.elapsed_ms;
+	printf("cluster %s: map epoch %llu with %u servers published after "
+	       "%.2f s (%llu copies read, %llu keys; %llu copies emptied, "
+	       "%llu locks released, %llu keys written again)\n",
+	       a->u.cluster, (unsigned long long)to->epoch, to->n,
+	       (double)st.elapsed_ms / 1000.0,
+	       (unsigned long long)st.copies_seen,
+	       (unsigned long long)st.keys, (unsigned long long)st.emptied,
+	       (unsigned long long)st.unlocked, (unsigned long long)st.fixed);
+	fflush(stdout);
+	rc = rebuild(a, cmd, to, parts, &st);
+	if (!rc)
+		printf("cluster %s: rebuilt, %llu keys written again in %.2f "
+		       "s\n", a->u.cluster, (unsigned long long)st.rebuilt,
+		       (double)(st.elapsed_ms - t0) / 1000.0);
 out:
 	rkv_free(text);
 	rkv_free(to);
@@ -669,7 +1016,8 @@ int rkv_admin_main(int argc, char **argv)
 	if (rkv_reg_parse_url(a.url, &a.u, why, sizeof(why)))
 		return fail(cmd, "%s", why);
 	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map") &&
-	    strcmp(cmd, "join") && strcmp(cmd, "drain"))
+	    strcmp(cmd, "join") && strcmp(cmd, "drain") &&
+	    strcmp(cmd, "failover") && strcmp(cmd, "rebuild"))
 		return fail(cmd, "%s", "unknown command (try --help)");
 	if (rkv_etcd_open(a.u.endpoint, a.timeout_ms, &a.e, why, sizeof(why)))
 		return fail(cmd, "%s", why);
@@ -679,6 +1027,10 @@ int rkv_admin_main(int argc, char **argv)
 		rc = cmd_init(&a, argc - optind - 1, argv + optind + 1);
 	else if (!strcmp(cmd, "join") || !strcmp(cmd, "drain"))
 		rc = cmd_move(&a, cmd, argc - optind - 1, argv + optind + 1);
+	else if (!strcmp(cmd, "failover"))
+		rc = cmd_failover(&a, argc - optind - 1, argv + optind + 1);
+	else if (!strcmp(cmd, "rebuild"))
+		rc = cmd_rebuild(&a);
 	else
 		rc = cmd_map(&a);
 	rkv_free(a.reg);

@@ -127,7 +127,7 @@ static void fuzz_encode(const uint8_t *data, size_t size)
 	/* 2 bytes of capacity, the rest is the struct. */
 	cap = ((size_t)data[0] | (size_t)data[1] << 8) % (RKV_MSG_MAX + 64);
 	memcpy(m, data + 2, size - 2 < sizeof(*m) ? size - 2 : sizeof(*m));
-	m->hdr.type %= RKV_MSG_RKEY_ACK + 2; /* every type and one unknown */
+	m->hdr.type %= RKV_MSG_FENCE + 2; /* every type and one unknown */
 	out = malloc(cap ? cap : 1); /* exact size: ASan sees overruns */
 	CHECK(out);
 	len = rkv_msg_encode(m, out, cap);

@@ -10,7 +10,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ------------------------------------------------------------ proto/msg.h
-MAGIC, VERSION = 0x314B5652, 6   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
+MAGIC, VERSION = 0x314B5652, 7   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
 
 
 def msg(mtype, body, req_id=7, version=VERSION):
@@ -24,10 +24,10 @@ def msg_seeds():
                               0x7F0000001000, 1024, 0x22, 1 << 20,
                               0x7F0000100000, 1 << 30, 1000, 2000,
                               0x7F0000200000, 0x33, 64) + \
-        b"rkv-a".ljust(64, b"\0") + struct.pack("<III", 0, 64 << 20, 5000)
+        b"rkv-a".ljust(64, b"\0") + struct.pack("<IIII", 0, 64 << 20, 5000, 3)
     ext = b"".join(struct.pack("<QII", 64 * i, 128, 9) for i in range(3))
     return {
-        "hello": msg(1, struct.pack("<I", 1) + name),
+        "hello": msg(1, struct.pack("<I", 1) + name + struct.pack("<I", 2)),
         "hello_reply": msg(2, hello_reply),
         "chunk_alloc": msg(3, struct.pack("<II", 1 << 20, 4096)),
         "chunk_grant": msg(4, struct.pack("<iIQQ", 0, 9, 4096, 1 << 20)),
@@ -49,6 +49,7 @@ def msg_seeds():
         "rkey_update": msg(15, struct.pack("<IIII", 1, 0x111, 0x222, 0x333),
                            req_id=0),
         "rkey_ack": msg(16, struct.pack("<I", 1), req_id=0),
+        "fence": msg(17, struct.pack("<I", 4)),
         "version_next": msg(7, struct.pack("<i", 0), version=VERSION + 1),
     }
 

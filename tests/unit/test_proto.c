@@ -572,11 +572,33 @@ static void t_msg_roundtrip(void)
 	m.hdr.req_id = 7;
 	m.u.hello.flags = RKV_HELLO_READ_ONLY;
 	strcpy(m.u.hello.name, "worker-1");
+	m.u.hello.map_epoch = 41;
 	ASSERT_EQ(roundtrip(&m, &d), 0);
 	EXPECT_EQ(d.hdr.type, RKV_MSG_HELLO);
 	EXPECT_EQ(d.hdr.req_id, 7);
 	EXPECT_EQ(d.u.hello.flags, RKV_HELLO_READ_ONLY);
 	EXPECT_STREQ(d.u.hello.name, "worker-1");
+	EXPECT_EQ(d.u.hello.map_epoch, 41);
+
+	/* FENCE (version 7): 4 bytes of body; HELLO 4 + name + 4, the form
+	 * without the map epoch refused */
+	{
+		unsigned char b[RKV_MSG_MAX];
+		int n = rkv_msg_encode(&m, b, sizeof(b));
+		uint32_t old = RKV_MSG_HDR_SIZE + 4 + RKV_NAME_MAX;
+
+		EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 8 + RKV_NAME_MAX);
+		memcpy(b + 8, &old, 4);
+		EXPECT_EQ(rkv_msg_decode(b, old, &d), -EBADMSG);
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = RKV_MSG_FENCE;
+		m.u.fence.epoch = 0xfffffffeu;
+		n = rkv_msg_encode(&m, b, sizeof(b));
+		EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 4);
+		ASSERT_EQ(roundtrip(&m, &d), 0);
+		EXPECT_EQ(d.u.fence.epoch, 0xfffffffeu);
+		EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_FENCE), "FENCE");
+	}
 
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
@@ -680,24 +702,26 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 12 bytes of body now;
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 16 bytes of body now;
 	 * the older forms (64: no counter fields, 80: no server name,
-	 * 80 + name: no flags, + 4: no max value, + 8: no big grace) are
-	 * refused, not half-read, and so is a name without its NUL */
+	 * 80 + name: no flags, + 4: no max value, + 8: no big grace, + 12:
+	 * no fence epoch) are refused, not half-read, and so is a name
+	 * without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
 	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 16);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
 	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4,
-			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8 };
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12 };
 
-	for (unsigned i = 0; i < 5; i++) {
+	for (unsigned i = 0; i < 6; i++) {
 		memcpy(buf + 8, &olds[i], 4);
 		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}
