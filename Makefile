@@ -185,6 +185,7 @@ BENCH_KV_SRCS := $(wildcard bench/kv/*.c)
 BENCH_YCSB_SRCS := $(wildcard bench/ycsb/*.c)
 BENCH_PS_SRCS := $(wildcard bench/ps/*.c)
 BENCH_IDLE_SRCS := $(wildcard bench/idle/*.c)
+BENCH_FO_SRCS := $(wildcard bench/failover/*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 SERVER_MAIN := $(wildcard server/main.c)
@@ -227,6 +228,7 @@ BENCH_KV_BIN := $(if $(BENCH_KV_SRCS),$(BIN)/rkv-bench-kv)
 BENCH_YCSB_BIN := $(if $(BENCH_YCSB_SRCS),$(BIN)/rkv-ycsb)
 BENCH_PS_BIN := $(if $(BENCH_PS_SRCS),$(BIN)/rkv-bench-ps)
 BENCH_IDLE_BIN := $(if $(BENCH_IDLE_SRCS),$(BIN)/rkv-bench-idle)
+BENCH_FO_BIN := $(if $(BENCH_FO_SRCS),$(BIN)/rkv-bench-failover)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BIN)/rkv-example-%,$(EXAMPLE_SRCS))
 SERVER_LIB := $(if $(SERVER_SRCS),$(LIB)/librkv_server.a)
 SERVER_BIN := $(if $(SERVER_MAIN),$(BIN)/rkv-server)
@@ -249,7 +251,7 @@ PY_EXT := $(if $(and $(PY_INC),$(wildcard $(PY_INC)/Python.h),$(wildcard python/
 ALL_TARGETS := $(COMMON_LIB) $(if $(PROTO_SRCS),$(PROTO_LIB)) \
 	$(if $(TESTLIB_SRCS),$(TESTLIB)) $(UNIT_BINS) $(ITEST_BINS) $(CONF_BIN) \
 	$(BENCH_TP_BIN) $(BENCH_KV_BIN) $(BENCH_YCSB_BIN) $(BENCH_PS_BIN) \
-	$(BENCH_IDLE_BIN) $(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
+	$(BENCH_IDLE_BIN) $(BENCH_FO_BIN) $(EXAMPLE_BINS) $(SERVER_LIB) $(SERVER_BIN) $(CLIENT_LIB) $(CLIENT_SO) \
 	$(CLIENT_SO_LINK) $(CLIENT_DIST_LIB) $(CLI_BIN) $(GPU_TEST_BINS) \
 	$(PY_EXT)
 
@@ -367,6 +369,11 @@ $(BIN)/rkv-bench-kv: $(call obj,$(BENCH_KV_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(C
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
 
+$(BIN)/rkv-bench-failover: $(call obj,$(BENCH_FO_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_SYS)
+
 $(BIN)/rkv-bench-idle: $(call obj,$(BENCH_IDLE_SRCS)) $(CLIENT_LIB) $(PROTO_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
@@ -466,6 +473,7 @@ bench: deps
 	@bash bench/run-idle.sh $(O)
 	@bash bench/run-repl.sh $(O)
 	@bash bench/run-mem.sh $(O)
+	@bash bench/run-failover.sh $(O)
 
 fuzz: deps
 	@bash tests/fuzz/run.sh --seconds $(or $(FUZZ_SECONDS),600) --build-dir $(O)

@@ -502,7 +502,8 @@ void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
 
 	*st = c->st;
 	for (unsigned i = 0; i < c->nsrv; i++)
-		down += rkv_client_server_status(c, i) != 0;
+		down += !c->peer[i].out_of_map &&
+			rkv_client_server_status(c, i) != 0;
 	st->servers_down = down;
 	st->parts_degraded = 0;
 	if (!down)

@@ -180,6 +180,20 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 		if (idx[i] < 0)
 			return idx[i];
 	}
+	for (unsigned i = 0; i < c->nsrv; i++)
+		c->peer[i].out_of_map = 1;
+	for (unsigned i = 0; i < m->n; i++)
+		c->peer[idx[i]].out_of_map = 0;
+	for (unsigned i = 0; i < c->nsrv; i++) {
+		struct peer *p = &c->peer[i];
+
+		/* a server failed over: no key goes there, nothing waits
+		 * for it to come back */
+		if (p->out_of_map && p->down) {
+			p->down = 0;
+			c->ndown--;
+		}
+	}
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 		owner[p] = (uint16_t)idx[m->owner[p]];
 	memcpy(c->owner, owner, sizeof(owner));

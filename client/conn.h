@@ -47,6 +47,8 @@ struct peer {
 	unsigned backoff_ms;      /* wait after the next failed attempt */
 	uint32_t fenced_at;       /* HELLO refused -ESTALE: the server's fence
 				   * epoch (a failover's next map) */
+	int out_of_map;           /* the client's map no longer has it (failed
+				   * over): not reconnected */
 };
 
 /* What connecting needs from the client's options. */

@@ -135,6 +135,13 @@ static void recv_done(struct wr_ctx *w, const struct rkv_wc *wc)
 		link_fail(ctl->l, rc == -EPROTO ? -EPROTO : -EBADMSG);
 		return;
 	}
+	if (m.hdr.type == RKV_MSG_ERROR && m.hdr.req_id == 0) {
+		/* the server closes us (a failover's fence: -ESTALE) */
+		eng_log(ctl->l->eng, RKV_LOG_INFO, "server %s: %s",
+			ctl->l->name, m.u.error.text);
+		link_fail(ctl->l, -ECONNRESET); /* its ops: connection lost */
+		return;
+	}
 	if (m.hdr.type == RKV_MSG_RKEY_UPDATE && m.hdr.req_id == 0)
 		apply_rkeys(ctl, &m.u.rkey_update);
 	else

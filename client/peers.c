@@ -147,9 +147,16 @@ static int peer_busy(const struct rkv_client *c, const struct peer *p)
 	for (unsigned i = 0; i < c->nslots; i++) {
 		const struct opslot *o = &c->slots[i];
 
+		/* an op waiting for a newer map holds nothing of p's */
 		if (o->p == p && o->state != OP_FREE &&
-		    o->state != OP_START && o->state != OP_DONE)
+		    o->state != OP_START && o->state != OP_DONE &&
+		    !(o->state == OP_WAIT_TIMER && o->step == MIG_EPOCH))
 			return 1;
+		/* a leg's round on p (its op's primary is another server):
+		 * a new connection would drop its completion for good */
+		for (unsigned k = 0; o->leg && k < REPL_LEGS; k++)
+			if (o->leg[k].p == p && o->leg[k].busy)
+				return 1;
 	}
 	for (unsigned i = 0; i < AUX_CALLS; i++)
 		if (c->aux[i].busy && c->aux[i].p == p)
@@ -224,7 +231,7 @@ void peers_heal(struct rkv_client *c)
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
 
-		if (p->link.dead && !p->down) {
+		if (p->link.dead && !p->down && !p->out_of_map) {
 			mark_down(c, p, p->link.dead, now);
 			/* a link that just died: one try at once (a fenced
 			 * server answers at once, a dead one refuses) */
@@ -239,7 +246,8 @@ void peers_heal(struct rkv_client *c)
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
 
-		if (!p->down || now < p->retry_ms || peer_busy(c, p))
+		if (!p->down || now < p->retry_ms || p->out_of_map ||
+		    peer_busy(c, p))
 			continue;
 		reconnect(c, p);
 		if (p->down == -ESTALE && p->fenced_at > c->newer_epoch)

@@ -865,8 +865,11 @@ int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
 		if (!o || o == keep || o->state != RKV_CONN_READY ||
 		    !o->map_epoch || o->map_epoch >= epoch)
 			continue;
-		conn_close(o, now_ms, 1, "fenced: its map is older than "
-			   "epoch %u", epoch);
+		/* told first (an unsolicited ERROR): an idle client's CQ has
+		 * it even where a closed connection gives no event */
+		(void)error_and_close(o, 0, -ESTALE, now_ms,
+				      "fenced: this server serves clients of "
+				      "map epoch %u and later", epoch);
 		closed++;
 	}
 	srv->fenced_out += closed;
@@ -878,16 +881,19 @@ int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
 	return 0;
 }
 
-static void do_fence(struct rkv_srv_conn *c, uint32_t epoch, uint64_t now_ms)
+static void do_fence(struct rkv_srv_conn *c, const struct rkv_msg *m,
+		     uint64_t now_ms)
 {
 	struct rkv_srv *srv = c->srv;
+	int32_t st = -EPERM;
 
-	if (c->read_only || !c->map_epoch || c->map_epoch < epoch) {
+	if (c->read_only || !c->map_epoch || c->map_epoch < m->u.fence.epoch)
 		srv->denied++;
-		srv->rep.u.ack.status = -EPERM;
-		return;
-	}
-	srv->rep.u.ack.status = rkv_srv_fence(srv, epoch, c, now_ms);
+	else
+		st = rkv_srv_fence(srv, m->u.fence.epoch, c, now_ms);
+	/* (the notices to fenced clients used the reply buffer) */
+	init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);
+	srv->rep.u.ack.status = st;
 }
 
 /* Post receive buffer rb again.  Returns enum serve_rc. */
@@ -1000,8 +1006,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		do_counter_open(c, m);
 		break;
 	case RKV_MSG_FENCE:
-		init_rep(srv, RKV_MSG_ACK, m->hdr.req_id);
-		do_fence(c, m->u.fence.epoch, now_ms);
+		do_fence(c, m, now_ms);
 		break;
 	}
 	rc = send_reply(c, now_ms);

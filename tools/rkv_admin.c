@@ -30,10 +30,12 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -44,6 +46,7 @@
 #include "msg.h"
 #include "registry.h"
 #include "rkv.h"
+#include "rtime.h"
 
 #define ETCD_MS 3000
 
@@ -81,6 +84,11 @@ static void usage(FILE *f)
 		"                  replicas 2-3, tcp and verbs); run again to\n"
 		"                  resume one that stopped\n"
 		"  rebuild         finish the copies a stopped failover left\n"
+		"  watch [--grace MS]\n"
+		"                  the coordinator: fail over each server of the\n"
+		"                  map whose registration lapsed (5 s without\n"
+		"                  renewing), MS (default 0) after; one per\n"
+		"                  cluster (others wait)\n"
 		"default cluster: $RKV_CLUSTER\n");
 }
 
@@ -112,6 +120,8 @@ static int load_registered(struct admin *a, const char *cmd)
 	rc = rkv_etcd_range(a->e, prefix, &kvs, &n, NULL);
 	if (rc)
 		return fail(cmd, "%s", rkv_etcd_why(a->e));
+	rkv_free(a->reg); /* a watch loads them again and again */
+	a->nreg = 0;
 	a->reg = rkv_calloc(n ? n : 1, sizeof(*a->reg));
 	if (!a->reg) {
 		rkv_etcd_kv_free(kvs, n);
@@ -834,7 +844,7 @@ static int same_servers(const struct rkv_map *x, const struct rkv_map *y)
 	return 1;
 }
 
-static int cmd_failover(struct admin *a, int argc, char **argv)
+static int do_failover(struct admin *a, const char *name, int force)
 {
 	static const char *cmd = "failover";
 	static uint8_t parts[RKV_MAP_PARTS];
@@ -844,27 +854,12 @@ static int cmd_failover(struct admin *a, int argc, char **argv)
 	struct rkv_fo_stats st = { 0 };
 	uint64_t t0 = 0;
 	int64_t rev = 0;
-	int rc, force = 0, have;
-	const char *name = NULL;
+	int rc, have;
 	unsigned nparts;
 
+	memset(parts, 0, sizeof(parts));
 	if (!m || !to || !text) {
 		rc = fail(cmd, "%s", "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--force"))
-			force = 1;
-		else if (!name && argv[i][0] != '-')
-			name = argv[i];
-		else {
-			rc = fail(cmd, "'%s': give one server name (and "
-				  "--force)", argv[i]);
-			goto out;
-		}
-	}
-	if (!name) {
-		rc = fail(cmd, "%s", "give the dead server's name");
 		goto out;
 	}
 	rc = load_registered(a, cmd);
@@ -875,8 +870,22 @@ static int cmd_failover(struct admin *a, int argc, char **argv)
 	if (rc)
 		goto out;
 	if (rkv_map_find(m, name) < 0) {
-		rc = fail(cmd, "server '%s' is not in the map (epoch %llu)",
-			  name, (unsigned long long)m->epoch);
+		rc = load_rebuild(a, cmd, parts, &have);
+		if (!rc && have) {
+			/* published by a run that stopped in its rebuild */
+			printf("server '%s' is failed over already (map epoch "
+			       "%llu); finishing the rebuild\n", name,
+			       (unsigned long long)m->epoch);
+			rc = rebuild(a, cmd, m, parts, &st);
+			if (!rc)
+				printf("cluster %s: rebuilt, %llu keys written "
+				       "again in %.2f s\n", a->u.cluster,
+				       (unsigned long long)st.rebuilt,
+				       (double)st.elapsed_ms / 1000.0);
+		} else if (!rc) {
+			rc = fail(cmd, "server '%s' is not in the map (epoch "
+				  "%llu)", name, (unsigned long long)m->epoch);
+		}
 		goto out;
 	}
 	if (rkv_map_r(m) < 2) {
@@ -972,6 +981,163 @@ out:
 	return rc;
 }
 
+static int cmd_failover(struct admin *a, int argc, char **argv)
+{
+	const char *name = NULL;
+	int force = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--force"))
+			force = 1;
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else
+			return fail("failover", "'%s': give one server name "
+				    "(and --force)", argv[i]);
+	}
+	if (!name)
+		return fail("failover", "%s", "give the dead server's name");
+	return do_failover(a, name, force);
+}
+
+/* --------------------------------------------------------------- watch */
+
+static volatile sig_atomic_t g_watch_stop;
+
+static void watch_signal(int sig)
+{
+	(void)sig;
+	g_watch_stop = 1;
+}
+
+static void watch_sleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * The coordinator: every 500 ms, a server of the map that is not
+ * registered (its lease lapsed) for --grace ms more is failed over (a
+ * failover that stopped is tried again the same way).  One coordinator
+ * per cluster: the key "coordinator" is held under a lease; another
+ * watch waits for it.
+ */
+static int cmd_watch(struct admin *a, int argc, char **argv)
+{
+	static const char *cmd = "watch";
+	char key[RKV_REG_KEY_MAX], me[128];
+	uint64_t gone_since[RKV_MAP_SERVERS_MAX] = { 0 };
+	char gone_name[RKV_MAP_SERVERS_MAX][RKV_SERVER_NAME_MAX] = { { 0 } };
+	unsigned grace = 0;
+	uint64_t next_rebuild = 0;
+	int64_t lease = 0;
+	int said_wait = 0, rc = 0;
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+
+	for (int i = 0; i < argc; i++) {
+		char *end;
+
+		if (!strcmp(argv[i], "--grace") && i + 1 < argc) {
+			grace = (unsigned)strtoul(argv[++i], &end, 10);
+			if (*end)
+				return fail(cmd, "--grace '%s' is not a number "
+					    "of milliseconds", argv[i]);
+		} else {
+			return fail(cmd, "'%s': the only option is --grace "
+				    "MS", argv[i]);
+		}
+	}
+	if (!m)
+		return fail(cmd, "%s", "out of memory");
+	signal(SIGINT, watch_signal);
+	signal(SIGTERM, watch_signal);
+	snprintf(key, sizeof(key), "/rkv/%s/coordinator", a->u.cluster);
+	snprintf(me, sizeof(me), "pid %ld", (long)getpid());
+	printf("watching cluster %s (failover %u ms after a server's "
+	       "registration lapses)\n", a->u.cluster, grace);
+	fflush(stdout);
+	while (!g_watch_stop) {
+		int64_t rev = 0;
+
+		watch_sleep(500);
+		/* the coordinator's key, under a lease of ours */
+		if (lease && rkv_etcd_lease_keepalive(a->e, lease, NULL))
+			lease = 0;
+		if (!lease) {
+			if (rkv_etcd_lease_grant(a->e, RKV_REG_TTL_S, &lease))
+				continue; /* etcd away: try again */
+			if (rkv_etcd_put_if(a->e, key, me, strlen(me), lease,
+					    0)) {
+				rkv_etcd_lease_revoke(a->e, lease);
+				lease = 0;
+				if (!said_wait++)
+					printf("another coordinator holds %s: "
+					       "waiting\n", key);
+				fflush(stdout);
+				continue;
+			}
+			printf("coordinator of cluster %s\n", a->u.cluster);
+			fflush(stdout);
+		}
+		if (load_registered(a, cmd) || load_map(a, cmd, m, &rev))
+			continue;
+		if (rkv_map_r(m) < 2)
+			continue; /* nothing to promote */
+		uint64_t now = rkv_now_ms();
+
+		for (unsigned i = 0; i < m->n && !g_watch_stop; i++) {
+			if (registered(a, m->srv[i].name)) {
+				gone_since[i] = 0;
+				continue;
+			}
+			if (!gone_since[i] ||
+			    strcmp(gone_name[i], m->srv[i].name)) {
+				gone_since[i] = now;
+				snprintf(gone_name[i], sizeof(gone_name[i]),
+					 "%s", m->srv[i].name);
+				printf("server %s is not registered\n",
+				       m->srv[i].name);
+				fflush(stdout);
+			}
+			if (now - gone_since[i] < grace)
+				continue;
+			printf("failing over %s\n", m->srv[i].name);
+			fflush(stdout);
+			rc = do_failover(a, m->srv[i].name, 0);
+			printf("failover of %s %s\n", m->srv[i].name,
+			       rc ? "stopped (tried again)" : "done");
+			fflush(stdout);
+			memset(gone_since, 0, sizeof(gone_since));
+			break; /* the map changed: look again */
+		}
+		/* a rebuild that stopped after its map was published */
+		static uint8_t parts[RKV_MAP_PARTS];
+		int have = 0;
+
+		memset(parts, 0, sizeof(parts));
+		if (!g_watch_stop && now >= next_rebuild &&
+		    !load_rebuild(a, cmd, parts, &have) && have) {
+			struct rkv_fo_stats st = { 0 };
+
+			next_rebuild = now + 10000;
+			printf("finishing a rebuild\n");
+			fflush(stdout);
+			rc = rebuild(a, cmd, m, parts, &st);
+			printf("rebuild %s (%llu keys written again)\n",
+			       rc ? "stopped (tried again)" : "done",
+			       (unsigned long long)st.rebuilt);
+			fflush(stdout);
+		}
+	}
+	if (lease)
+		rkv_etcd_lease_revoke(a->e, lease);
+	rkv_free(m);
+	printf("watch stopped\n");
+	return rc ? 2 : 0;
+}
+
 int rkv_admin_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -1017,7 +1183,8 @@ int rkv_admin_main(int argc, char **argv)
 		return fail(cmd, "%s", why);
 	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map") &&
 	    strcmp(cmd, "join") && strcmp(cmd, "drain") &&
-	    strcmp(cmd, "failover") && strcmp(cmd, "rebuild"))
+	    strcmp(cmd, "failover") && strcmp(cmd, "rebuild") &&
+	    strcmp(cmd, "watch"))
 		return fail(cmd, "%s", "unknown command (try --help)");
 	if (rkv_etcd_open(a.u.endpoint, a.timeout_ms, &a.e, why, sizeof(why)))
 		return fail(cmd, "%s", why);
@@ -1031,6 +1198,8 @@ int rkv_admin_main(int argc, char **argv)
 		rc = cmd_failover(&a, argc - optind - 1, argv + optind + 1);
 	else if (!strcmp(cmd, "rebuild"))
 		rc = cmd_rebuild(&a);
+	else if (!strcmp(cmd, "watch"))
+		rc = cmd_watch(&a, argc - optind - 1, argv + optind + 1);
 	else
 		rc = cmd_map(&a);
 	rkv_free(a.reg);
