@@ -84,6 +84,7 @@ void peer_reset(struct peer *p)
 	rkv_ep_destroy(p->link.ep);
 	p->link.ep = NULL;
 	p->link.dead = 0;
+	p->link.fenced = 0;
 	p->link.pend_head = p->link.pend_tail = NULL;
 	p->link.pend_n = 0;
 	ctrl_init(&p->ctrl, &p->link, mem);

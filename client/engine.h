@@ -54,6 +54,8 @@ struct link {
 	struct rkv_ep *ep;
 	const char *name;         /* the server's address, for logs */
 	int dead;                 /* -errno once the connection failed */
+	int fenced;               /* the server said it closes us as a
+				   * client of an old map (failover) */
 	struct rkv_wr *pend_head, *pend_tail;
 	unsigned pend_n;
 	/* the control layer's reaction to a failure (fails its requests) */

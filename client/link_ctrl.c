@@ -139,6 +139,7 @@ static void recv_done(struct wr_ctx *w, const struct rkv_wc *wc)
 		/* the server closes us (a failover's fence: -ESTALE) */
 		eng_log(ctl->l->eng, RKV_LOG_INFO, "server %s: %s",
 			ctl->l->name, m.u.error.text);
+		ctl->l->fenced = m.u.error.status == -ESTALE;
 		link_fail(ctl->l, -ECONNRESET); /* its ops: connection lost */
 		return;
 	}

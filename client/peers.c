@@ -233,9 +233,10 @@ void peers_heal(struct rkv_client *c)
 
 		if (p->link.dead && !p->down && !p->out_of_map) {
 			mark_down(c, p, p->link.dead, now);
-			/* a link that just died: one try at once (a fenced
-			 * server answers at once, a dead one refuses) */
-			p->retry_ms = now;
+			/* fenced: one try at once, which reads the new map
+			 * (a dead server is tried after RETRY_FIRST_MS) */
+			if (p->link.fenced)
+				p->retry_ms = now;
 		}
 	}
 	/* a server down may have been failed over: a newer map in etcd

@@ -20,7 +20,7 @@ layer() {
     conn) echo 3 ;;
     chunks) echo 4 ;;
     op|op_*|bigbuf|cache|dev|words|walk) echo 5 ;;
-    api|client|peers|cluster|migrate|scan) echo 6 ;;
+    api|client|peers|cluster|migrate|failover|scan) echo 6 ;;
     ps/*) echo 7 ;;
     *) echo 0 ;;
   esac
