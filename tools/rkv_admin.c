@@ -57,6 +57,7 @@ struct admin {
 	unsigned timeout_ms;
 	struct rkv_reg_server *reg; /* the registered servers */
 	size_t nreg;
+	unsigned long long rb_done, rb_total; /* load_rebuild: progress */
 };
 
 static void usage(FILE *f)
@@ -339,8 +340,12 @@ static int cmd_status(struct admin *a)
 			for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 				np += parts[p];
 			printf("rebuild: %u partitions of a failover wait for "
-			       "their copies to be written again, under way or "
-			       "stopped (rkv admin rebuild resumes it)\n", np);
+			       "their copies to be written again", np);
+			if (a->rb_total)
+				printf(", %llu of %llu keys written when last "
+				       "reported", a->rb_done, a->rb_total);
+			printf("; under way or stopped (rkv admin rebuild "
+			       "resumes it)\n");
 		}
 	}
 	for (size_t i = 0; i < a->nreg; i++)
@@ -683,10 +688,11 @@ static int load_rebuild(struct admin *a, const char *cmd, uint8_t *parts,
 {
 	char key[RKV_REG_KEY_MAX];
 	struct rkv_etcd_kv kv = { 0 };
-	const char *h;
+	const char *h, *pr;
 	int rc;
 
 	*have = 0;
+	a->rb_done = a->rb_total = 0;
 	rkv_reg_rebuild_key(&a->u, key, sizeof(key));
 	rc = rkv_etcd_get(a->e, key, &kv, NULL);
 	if (rc == -ENOENT)
@@ -710,14 +716,20 @@ static int load_rebuild(struct admin *a, const char *cmd, uint8_t *parts,
 			parts[p] = 1;
 	}
 	*have = 1;
+	pr = strstr(kv.val, "\nprogress ");
+	if (pr && sscanf(pr + 10, "%llu %llu", &a->rb_done, &a->rb_total) != 2)
+		a->rb_done = a->rb_total = 0;
 	rkv_etcd_kv_fini(&kv);
 	return 0;
 }
 
-static int save_rebuild(struct admin *a, const char *cmd,
-			const uint8_t *parts, uint64_t epoch)
+/* The record: "epoch E", "parts HEX", and while a rebuild runs
+ * "progress DONE TOTAL" (keys), for `rkv admin status`. */
+static int save_rebuild_at(struct admin *a, const char *cmd,
+			   const uint8_t *parts, uint64_t epoch, uint64_t done,
+			   uint64_t total)
 {
-	char key[RKV_REG_KEY_MAX], text[RKV_MAP_PARTS / 4 + 64];
+	char key[RKV_REG_KEY_MAX], text[RKV_MAP_PARTS / 4 + 128];
 	int n = snprintf(text, sizeof(text), "epoch %llu\nparts ",
 			 (unsigned long long)epoch);
 
@@ -728,6 +740,10 @@ static int save_rebuild(struct admin *a, const char *cmd,
 		text[n++] = "0123456789abcdef"[v];
 	}
 	text[n++] = '\n';
+	if (total)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "progress %llu %llu\n", (unsigned long long)done,
+			      (unsigned long long)total);
 	rkv_reg_rebuild_key(&a->u, key, sizeof(key));
 	if (rkv_etcd_put(a->e, key, text, (size_t)n, 0))
 		return fail(cmd, "recording the rebuild: %s",
@@ -735,10 +751,32 @@ static int save_rebuild(struct admin *a, const char *cmd,
 	return 0;
 }
 
+static int save_rebuild(struct admin *a, const char *cmd,
+			const uint8_t *parts, uint64_t epoch)
+{
+	return save_rebuild_at(a, cmd, parts, epoch, 0, 0);
+}
+
+struct fo_prog {
+	int tty;
+	struct admin *a;
+	const uint8_t *parts;
+	uint64_t epoch, saved_ms;
+};
+
 static void fo_progress(void *arg, uint64_t done, uint64_t total)
 {
 	static uint64_t last;
-	int tty = *(const int *)arg;
+	struct fo_prog *pg = arg;
+	int tty = pg->tty;
+	uint64_t now = rkv_now_ms();
+
+	/* how far, in etcd, twice a second: rkv admin status shows it */
+	if (done < total && now - pg->saved_ms >= 500) {
+		pg->saved_ms = now;
+		(void)save_rebuild_at(pg->a, "rebuild", pg->parts, pg->epoch,
+				      done, total);
+	}
 
 	if (tty) {
 		printf("\rrebuilt %llu/%llu keys ", (unsigned long long)done,
@@ -757,7 +795,9 @@ static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
 {
 	char key[RKV_REG_KEY_MAX], why[300] = "";
 	struct rkv_client_opts co;
-	int tty = isatty(1), rc;
+	struct fo_prog pg = { .tty = isatty(1), .a = a, .parts = parts,
+			      .epoch = m->epoch, .saved_ms = rkv_now_ms() };
+	int rc;
 
 	rkv_client_opts_init(&co);
 	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
@@ -765,10 +805,10 @@ static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
 	co.name = "rkv-admin";
 	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = m,
 				  .parts = parts, .progress = fo_progress,
-				  .arg = &tty };
+				  .arg = &pg };
 
 	rc = rkv_fo_rebuild(&fo, st, why, sizeof(why));
-	if (tty)
+	if (pg.tty)
 		printf("\n");
 	if (rc)
 		return fail(cmd, "rebuild stopped: %s (clients keep working; "
