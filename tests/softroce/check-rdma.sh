@@ -33,9 +33,9 @@ if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
 fi
 
 echo "check-rdma: no usable RDMA device here ($(ibv_devinfo 2>&1 | head -n 1)); booting a Soft-RoCE guest"
-export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
+export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1800}
 export RKV_SUITE_BUDGET=$((SOFTROCE_TIMEOUT - 60))
-SOFTROCE_ENV="${SOFTROCE_ENV:-} RKV_SUITE_BUDGET RKV_LOG_LEVEL"
+SOFTROCE_ENV="${SOFTROCE_ENV:-} RKV_SUITE_BUDGET RKV_LOG_LEVEL RKV_TEST_LONG"
 export SOFTROCE_ENV
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
