@@ -44,13 +44,7 @@ PIDS=()
 trap 'peers_stop; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-PPORT=$(free_port) || exit 2
-if ! start_peer "$tmp/etcd.log" etcd --name rkv-bench --data-dir "$tmp/etcd" \
-  --listen-client-urls http://127.0.0.1:@PORT@ \
-  --advertise-client-urls http://127.0.0.1:@PORT@ \
-  --listen-peer-urls "http://127.0.0.1:$PPORT" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-  --initial-cluster "rkv-bench=http://127.0.0.1:$PPORT"; then
+if ! start_etcd "$tmp"; then
   echo "run-failover: etcd did not start: $PEER_WHY" >&2
   exit 2
 fi

@@ -200,6 +200,19 @@ static int load_next(struct admin *a, const char *cmd, struct rkv_map *n)
 	return load_map_at(a, cmd, key, "next map", n, &rev);
 }
 
+/* The options of the clients rkv admin makes: its --timeout to connect,
+ * at least 10 s an operation (long: a migration's or a rebuild's). */
+static void admin_client_opts(const struct admin *a, struct rkv_client_opts *co,
+			      unsigned op_ms)
+{
+	rkv_client_opts_init(co);
+	co->timeout_ms = op_ms;
+	co->connect_timeout_ms = a->timeout_ms;
+	co->name = "rkv-admin";
+}
+
+#define ADMIN_LONG_MS(a) ((a)->timeout_ms > 10000 ? (a)->timeout_ms : 10000)
+
 /* Keys of each server of the map: a client of the map, STATS to each. */
 static void keys_of(struct admin *a, const struct rkv_map *m, long long *keys)
 {
@@ -296,10 +309,7 @@ static int cmd_status(struct admin *a)
 			struct rkv_mig_progress pr = { 0 };
 			char why[300] = "", done[64] = "progress unknown";
 
-			rkv_client_opts_init(&co);
-			co.timeout_ms = a->timeout_ms;
-			co.connect_timeout_ms = a->timeout_ms;
-			co.name = "rkv-admin";
+			admin_client_opts(a, &co, a->timeout_ms);
 			if (!rkv_mig_progress_read(&mo, &pr, why, sizeof(why)))
 				snprintf(done, sizeof(done),
 					 "%u/%u partitions moved",
@@ -639,10 +649,7 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 		goto out;
 	printf("%s %s: epoch %llu -> %llu\n", cmd, argv[0],
 	       (unsigned long long)m->epoch, (unsigned long long)to->epoch);
-	rkv_client_opts_init(&co);
-	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
-	co.connect_timeout_ms = a->timeout_ms;
-	co.name = "rkv-admin";
+	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
 	struct rkv_mig_opts mo = { .base = &co, .from = m, .to = to,
 				   .progress = progress, .arg = &tty };
 
@@ -799,10 +806,7 @@ static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
 			      .epoch = m->epoch, .saved_ms = rkv_now_ms() };
 	int rc;
 
-	rkv_client_opts_init(&co);
-	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
-	co.connect_timeout_ms = a->timeout_ms;
-	co.name = "rkv-admin";
+	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
 	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = m,
 				  .parts = parts, .progress = fo_progress,
 				  .arg = &pg };
@@ -889,6 +893,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	static const char *cmd = "failover";
 	static uint8_t parts[RKV_MAP_PARTS];
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
+	struct rkv_map *next = rkv_malloc(sizeof(*next));
 	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
 	struct rkv_client_opts co;
 	struct rkv_fo_stats st = { 0 };
@@ -898,7 +903,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	unsigned nparts;
 
 	memset(parts, 0, sizeof(parts));
-	if (!m || !to || !text) {
+	if (!m || !to || !next || !text) {
 		rc = fail(cmd, "%s", "out of memory");
 		goto out;
 	}
@@ -949,26 +954,21 @@ static int do_failover(struct admin *a, const char *name, int force)
 			  "is dead for sure", name);
 		goto out;
 	}
-	rc = failover_map(cmd, name, m, to);
+	rc = failover_map(cmd, name, m, to); /* the map it makes */
 	if (rc)
 		goto out;
-	rc = load_next(a, cmd, to);
+	rc = load_next(a, cmd, next);
 	if (rc == 0) {
-		struct rkv_map want;
-
-		if (failover_map(cmd, name, m, &want) ||
-		    to->epoch != m->epoch + 1 || !same_servers(to, &want)) {
+		if (next->epoch != to->epoch || !same_servers(next, to)) {
 			rc = fail(cmd, "a migration to epoch %llu is under way "
 				  "(the next map in etcd): finish it first",
-				  (unsigned long long)to->epoch);
+				  (unsigned long long)next->epoch);
 			goto out;
 		}
 		printf("resuming the failover to epoch %llu\n",
 		       (unsigned long long)to->epoch);
 	} else if (rc == 1) {
-		rc = failover_map(cmd, name, m, to);
-		if (!rc)
-			rc = put_next(a, cmd, to, text);
+		rc = put_next(a, cmd, to, text);
 	}
 	if (rc)
 		goto out;
@@ -981,10 +981,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	printf("failover %s: epoch %llu -> %llu, %u partitions had a copy "
 	       "there\n", name, (unsigned long long)m->epoch,
 	       (unsigned long long)to->epoch, nparts);
-	rkv_client_opts_init(&co);
-	co.timeout_ms = a->timeout_ms > 10000 ? a->timeout_ms : 10000;
-	co.connect_timeout_ms = a->timeout_ms;
-	co.name = "rkv-admin";
+	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
 	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = to,
 				  .parts = parts };
 
@@ -1015,6 +1012,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 		       "s\n", a->u.cluster, (unsigned long long)st.rebuilt,
 		       (double)(st.elapsed_ms - t0) / 1000.0);
 out:
+	rkv_free(next);
 	rkv_free(text);
 	rkv_free(to);
 	rkv_free(m);

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-# peers.sh - sourced by bench/run-ycsb.sh, run-idle.sh, run-mem.sh and
+# peers.sh - sourced by bench/run-ycsb.sh, run-idle.sh, run-mem.sh,
+# run-migrate.sh, run-failover.sh and
 # bench/ycsb/selftest.sh: start a peer store (redis-server, memcached) on a
 # free loopback port, or an rkv-server.
 # The caller owns a PIDS array (the started PIDs are appended to it).
@@ -55,6 +56,20 @@ start_peer() {
     PEER_WHY+="try $try on port $PORT: $(tail -2 "$log" | tr '\n' ' ')"$'\n'
   done
   return 1
+}
+
+# start_etcd DIR: a one-member etcd (Debian's) on free loopback ports, its
+# data and log in DIR; PORT is its client port.  1 (PEER_WHY) if it did not
+# start.  (run-migrate.sh, run-failover.sh)
+start_etcd() {
+  local pport
+  pport=$(free_port) || return 1
+  start_peer "$1/etcd.log" etcd --name rkv-bench --data-dir "$1/etcd" \
+    --listen-client-urls http://127.0.0.1:@PORT@ \
+    --advertise-client-urls http://127.0.0.1:@PORT@ \
+    --listen-peer-urls "http://127.0.0.1:$pport" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+    --initial-cluster "rkv-bench=http://127.0.0.1:$pport"
 }
 
 # start_rkv_server OUT ARGS...: runs $SRV (an rkv-server) with ARGS in the

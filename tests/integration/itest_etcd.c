@@ -852,6 +852,16 @@ static void scan_child(const char *url, const char *stop_file,
 	_exit(0);
 }
 
+static void rm_dir(const char *dir)
+{
+	char cmd[400];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd)) {
+		/* a temporary directory left */
+	}
+}
+
 /* MIG_CLIENTS mig_child processes logging into dir, until stop exists. */
 static void spawn_clients(const char *url, const char *dir, const char *stop,
 			  pid_t *kids)
@@ -1065,10 +1075,7 @@ static void t_join_drain_live(void)
 	lin_hist_fini(&h);
 	rkv_client_destroy(d);
 	rkv_client_destroy(c);
-	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-	if (system(path)) {
-		/* a temporary directory left */
-	}
+	rm_dir(dir);
 	env_stop(&v);
 }
 
@@ -1486,10 +1493,7 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	lin_hist_fini(&h);
 	rkv_client_destroy(d);
 	rkv_client_destroy(c);
-	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-	if (system(path)) {
-		/* a temporary directory left */
-	}
+	rm_dir(dir);
 	env_stop(&v);
 }
 

@@ -1219,6 +1219,94 @@ static void t_max_inflight(void)
 /* Clients that post no RECV after HELLO and keep sending requests: the
  * server's replies fail after the transport timeout and it drops them; it
  * serves others meanwhile and its memory stays bounded. */
+/* FENCE (failover) from peers that may not fence, and what a fence does
+ * to HELLOs of older maps; shm refuses it. */
+static int raw_hello_epoch(struct test_raw *r, unsigned flags,
+			   uint32_t epoch, struct rkv_msg *out)
+{
+	struct rkv_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_HELLO;
+	m.u.hello.flags = flags;
+	m.u.hello.map_epoch = epoch;
+	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "fencer");
+	return test_raw_call(r, &m, out);
+}
+
+static int raw_fence(struct test_raw *r, uint32_t epoch)
+{
+	struct rkv_msg m, d;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_FENCE;
+	m.hdr.req_id = 9;
+	m.u.fence.epoch = epoch;
+	if (test_raw_call(r, &m, &d))
+		return -EIO;
+	/* the new rkeys a fence sends to the connections that stay */
+	while (d.hdr.type == RKV_MSG_RKEY_UPDATE && !d.hdr.req_id)
+		if (test_raw_wait(r, &d, 3000))
+			return -EIO;
+	if (d.hdr.type == RKV_MSG_ERROR)
+		return d.u.error.status ? d.u.error.status : -EPROTO;
+	return d.hdr.type == RKV_MSG_ACK ? d.u.ack.status : -EPROTO;
+}
+
+static void t_fence(void)
+{
+	struct test_srv s;
+	struct test_raw a, b, c;
+	struct rkv_msg d;
+
+	ASSERT_EQ(start(&s, NULL), 0);
+	/* no map (epoch 0), a read-only one, an older map: refused */
+	ASSERT_EQ(test_raw_open(&a, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&a, 0, 0, &d), 0);
+	EXPECT_EQ(raw_fence(&a, 5), -EPERM);
+	test_raw_close(&a);
+	ASSERT_EQ(test_raw_open(&a, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&a, RKV_HELLO_READ_ONLY, 5, &d), 0);
+	EXPECT_EQ(raw_fence(&a, 5), -EPERM);
+	test_raw_close(&a);
+	ASSERT_EQ(test_raw_open(&a, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&a, 0, 4, &d), 0);
+	EXPECT_EQ(raw_fence(&a, 5), -EPERM);
+	/* before HELLO: refused, the connection closed */
+	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+	EXPECT_TRUE(raw_fence(&b, 5) != 0);
+	test_raw_close(&b);
+	/* a client of map 5 fences; one of map 4 is told, then refused */
+	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&b, 0, 5, &d), 0);
+	int rc = raw_fence(&b, 5);
+
+	if (!strcmp(g_prov, "shm")) {
+		EXPECT_EQ(rc, -EOPNOTSUPP);
+	} else {
+		EXPECT_EQ(rc, 0);
+		EXPECT_EQ(raw_fence(&b, 5), 0); /* again: a no-op */
+		EXPECT_EQ(test_raw_wait(&a, &d, 3000), 0);
+		EXPECT_TRUE(d.hdr.type == RKV_MSG_ERROR && !d.hdr.req_id &&
+			    d.u.error.status == -ESTALE);
+		ASSERT_EQ(test_raw_open(&c, s.addr, 4), 0);
+		ASSERT_EQ(raw_hello_epoch(&c, 0, 4, &d), 0);
+		EXPECT_TRUE(d.hdr.type == RKV_MSG_HELLO_REPLY &&
+			    d.u.hello_reply.status == -ESTALE &&
+			    d.u.hello_reply.fence_epoch == 5);
+		test_raw_close(&c);
+		/* no map, or the new one: served */
+		ASSERT_EQ(test_raw_open(&c, s.addr, 4), 0);
+		ASSERT_EQ(raw_hello_epoch(&c, 0, 0, &d), 0);
+		EXPECT_TRUE(d.hdr.type == RKV_MSG_HELLO_REPLY &&
+			    d.u.hello_reply.status == 0);
+		test_raw_close(&c);
+	}
+	test_raw_close(&a);
+	test_raw_close(&b);
+	test_srv_stop(&s);
+}
+
 static void t_silent_clients(void)
 {
 	enum { NSILENT = 6, NREQ = 60 };
@@ -2041,6 +2129,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_max_chunks);
 	RKV_TEST(t_max_inflight);
 	RKV_TEST(t_silent_clients);
+	RKV_TEST(t_fence);
 	RKV_TEST(t_shm_unauth_onesided);
 	RKV_TEST(t_shm_unauth_map_req);
 	RKV_TEST(t_shm_other_uid);
