@@ -466,6 +466,10 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 		r->status = -ESTALE;
 		return;
 	}
+	if (!imr) { /* a failed shm fence (rkv_srv_fence_index) */
+		r->status = -EIO;
+		return;
+	}
 	if (hm->flags & RKV_HELLO_READ_ONLY) {
 		imr = srv->index_ro_mr;
 		dmr = srv->data_ro_mr;
@@ -836,11 +840,10 @@ static void already_in(struct rkv_srv_conn *c, uint32_t req_id)
 
 /*
  * FENCE: serve no client of a map older than epoch (proto/msg.h).  The
- * index is registered anew first, so once the ACK leaves no one-sided
- * operation of a fenced client runs here; then their connections close.
- * shm cannot fence that way (its clients run their operations on their
- * own mappings, checking the key word first: one paused between the two
- * would land after the fence), so it refuses.
+ * index is registered anew first (shm: moved to fresh memory, the old
+ * poisoned: rkv_srv_fence_index), so once the ACK leaves no one-sided
+ * operation of a fenced client changes it or reads it; then their
+ * connections close.
  */
 int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
 		  struct rkv_srv_conn *keep, uint64_t now_ms)
@@ -851,9 +854,7 @@ int rkv_srv_fence(struct rkv_srv *srv, uint32_t epoch,
 
 	if (epoch <= srv->fence_epoch)
 		return 0; /* fenced already (a coordinator's retry) */
-	if (rkv_tp_provider(srv->tp) == RKV_TP_SHM)
-		return -EOPNOTSUPP;
-	rc = rkv_srv_fence_index(srv, now_ms);
+	rc = rkv_srv_fence_index(srv, epoch, now_ms);
 	if (rc)
 		return rc;
 	srv->fence_epoch = epoch;
@@ -1025,7 +1026,8 @@ int rkv_srv_ctrl_send_rkeys(struct rkv_srv_conn *c, uint32_t epoch,
 	struct rkv_msg_rkey_update *u = &srv->rep.u.rkey_update;
 	int rc;
 
-	if (c->state != RKV_CONN_READY)
+	if (c->state != RKV_CONN_READY ||
+	    !(c->read_only ? srv->index_ro_mr : srv->index_mr))
 		return 0;
 	if (free_send(c) < 0)
 		return -EBUSY;

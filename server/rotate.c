@@ -151,11 +151,59 @@ static void rotate(struct rkv_srv *srv, uint64_t now_ms)
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 		"rkey epoch %" PRIu32 ": index rkey %" PRIu32 ", data rkey %"
 		PRIu32 "; telling %" PRIu32 " client(s)",
-		r->epoch, srv->index_mr->rkey, srv->data_mr->rkey,
+		r->epoch, srv->index_mr ? srv->index_mr->rkey : 0,
+		srv->data_mr->rkey,
 		srv->nclients);
 }
 
-int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms)
+struct fence_move {
+	uint64_t nslots;
+	uint32_t epoch;
+};
+
+static void fence_move(void *dst, void *src, size_t len, void *arg)
+{
+	const struct fence_move *fm = arg;
+
+	(void)len;
+	rkv_srv_index_fence_move(dst, src, fm->nslots, fm->epoch);
+}
+
+/* shm: deregister, move the index to fresh memory, register again. */
+static int fence_renew(struct rkv_srv *srv, uint32_t epoch)
+{
+	struct fence_move fm = {
+		.nslots = srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET,
+		.epoch = epoch,
+	};
+	unsigned access[2] = { 0 };
+	int rc = 0;
+
+	for (int i = R_INDEX; i <= R_INDEX_RO; i++) {
+		if (!*cur_mr(srv, i))
+			continue;
+		access[i] = (*cur_mr(srv, i))->access;
+		rkv_mr_dereg(*cur_mr(srv, i));
+		*cur_mr(srv, i) = NULL;
+	}
+	if (!access[R_INDEX])
+		access[R_INDEX] = RKV_ACCESS_ALL; /* a failed fence before */
+	rc = rkv_tp_mem_renew(srv->tp, srv->index_mem, srv->index_len,
+			      fence_move, &fm);
+	for (int i = R_INDEX; i <= R_INDEX_RO && !rc; i++)
+		if (access[i])
+			rc = rkv_srv_region_reg(srv, region_of(i), access[i],
+						cur_mr(srv, i));
+	if (rc)
+		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+			"fence at map epoch %" PRIu32 ": cannot move or "
+			"register the index again (%s): no client can use it "
+			"until a fence succeeds",
+			epoch, strerror(-rc));
+	return rc;
+}
+
+int rkv_srv_fence_index(struct rkv_srv *srv, uint32_t epoch, uint64_t now_ms)
 {
 	struct rkv_srv_rotation *r = srv->rot;
 	struct rkv_mr *fresh[2] = { 0 };
@@ -168,6 +216,16 @@ int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms)
 		r->next_ms = srv->cfg.rotate_s
 				     ? now_ms + srv->cfg.rotate_s * 1000
 				     : UINT64_MAX;
+	}
+	if (rkv_tp_provider(srv->tp) == RKV_TP_SHM) {
+		/* what a rotation still retires goes first (only clients of
+		 * the old map can hold those keys) */
+		if (r->retiring)
+			retire_old(srv, now_ms, 0);
+		rc = fence_renew(srv, epoch);
+		if (rc)
+			return rc;
+		goto updated;
 	}
 	for (int i = R_INDEX; i <= R_INDEX_RO && !rc; i++)
 		if (*cur_mr(srv, i))
@@ -189,6 +247,7 @@ int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms)
 		rkv_mr_dereg(*cur_mr(srv, i));
 		*cur_mr(srv, i) = fresh[i];
 	}
+updated:
 	/* a rotation epoch with nothing to retire: the tick sends the new
 	 * keys to the connections that stay */
 	r->epoch++;

@@ -172,6 +172,15 @@ typedef void (*rkv_srv_extent_fn)(uint64_t offset, uint32_t len, void *arg);
 void rkv_srv_index_scan(const uint64_t *slots, uint64_t nslots,
 			rkv_srv_extent_fn fn, void *arg);
 
+/*
+ * Move the index (nslots slot words, then the partition table) from src to
+ * dst word by word for a fence at map epoch epoch (shm), leaving src
+ * poisoned: partition words GONE at epoch first, then every slot word with
+ * its version bumped and the migration marks set.
+ */
+void rkv_srv_index_fence_move(uint64_t *dst, uint64_t *src, uint64_t nslots,
+			      uint32_t epoch);
+
 /* ----------------------------------------------------------------- space */
 
 struct rkv_space;
@@ -429,10 +438,18 @@ void rkv_srv_rotate_ack(struct rkv_srv_conn *c, uint32_t epoch);
  * and deregister its current registrations (and any rotation still
  * retires) at once, so no one-sided operation with an index rkey handed
  * out before runs after this returns (tcp: the transport's execution
- * holds the MR table's read lock; verbs: the NIC).  Connections that stay
- * get the new rkeys by RKEY_UPDATE.  0, or -errno (nothing changed).
+ * holds the MR table's read lock; verbs: the NIC).  shm, whose clients
+ * access their own mappings after an rkey check: the registrations go
+ * first, then the index moves to fresh memory at the same address
+ * (rkv_tp_mem_renew, rkv_srv_index_fence_move: what a late access finds
+ * in the old memory is poison), then it is registered anew.  Connections
+ * that stay get the new rkeys by RKEY_UPDATE.  0, or -errno (tcp, verbs:
+ * nothing changed; shm: -errno after the deregistration leaves the
+ * server without an index registration: it serves no one-sided
+ * operation until a later fence succeeds).
  */
-int rkv_srv_fence_index(struct rkv_srv *srv, uint64_t now_ms);
+int rkv_srv_fence_index(struct rkv_srv *srv, uint32_t epoch,
+			uint64_t now_ms);
 /* ctrl.c: serve no client of a map older than epoch (FENCE, or our own
  * removal from the map): the index registered anew, their connections
  * (but keep's) closed.  0 or -errno. */

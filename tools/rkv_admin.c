@@ -939,14 +939,6 @@ static int do_failover(struct admin *a, const char *name, int force)
 			  "them over", name);
 		goto out;
 	}
-	if (!strncmp(m->srv[0].addr, "shm://", 6)) {
-		/* its clients run their operations on their own mappings of
-		 * the servers' memory: nothing a server does can fence them */
-		rc = fail(cmd, "the servers are on shm, which cannot fence the "
-			  "clients of the old map: failover is built for tcp "
-			  "and verbs; nothing changed");
-		goto out;
-	}
 	if (registered(a, name) && !force) {
 		rc = fail(cmd, "server '%s' is registered (its lease is live): "
 			  "a failover is for a server that is gone; stop it, "

@@ -186,6 +186,80 @@ static void shm_mem_free(struct rkv_tp *btp, void *addr, size_t len)
 	pthread_mutex_unlock(&t->mem_lock);
 }
 
+/*
+ * rkv_tp_mem_renew: a fresh memfd, filled by move while mapped aside, then
+ * mapped over the old one at the same address (MAP_FIXED replaces the
+ * mapping in one step: our own accesses see either memfd, and move left
+ * both alike).  The memory gets a new id, so a peer that asks for it maps
+ * the new memfd; a peer's mapping of the old id stays what it was.
+ */
+static int shm_mem_renew(struct rkv_tp *btp, void *addr, size_t len,
+			 rkv_tp_move_fn move, void *arg)
+{
+	struct shm_tp *t = shm_of(container_of(btp, struct sw_tp, base));
+	struct shm_mem *m = NULL;
+	unsigned id = 0;
+	void *aside, *p;
+	size_t plen;
+	int fd, rc, old_fd;
+
+	pthread_mutex_lock(&t->mem_lock);
+	for (unsigned i = 0; i < t->nmems; i++) {
+		if (t->mems[i].fd >= 0 && t->mems[i].gpu < 0 &&
+		    t->mems[i].base == addr && page_round(len) == t->mems[i].len) {
+			m = &t->mems[i];
+			id = i;
+			break;
+		}
+	}
+	rc = !m ? -EINVAL : t->nmems >= SHM_MAX_MEMS ? -ENOMEM : 0;
+	plen = m ? m->len : 0;
+	pthread_mutex_unlock(&t->mem_lock);
+	if (rc)
+		return rc;
+	fd = shm_memfd_new("rkv-shm", plen, true);
+	if (fd < 0)
+		return fd;
+	aside = mmap(NULL, plen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (aside == MAP_FAILED) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	/* The table grows first, so nothing can fail after move ran. */
+	rc = mems_add(t, -1, NULL, 0, -1);
+	if (rc) {
+		munmap(aside, plen);
+		close(fd);
+		return rc;
+	}
+	move(aside, addr, len, arg);
+	p = mmap(addr, plen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 fd, 0);
+	munmap(aside, plen);
+	pthread_mutex_lock(&t->mem_lock);
+	m = &t->mems[id];
+	old_fd = m->fd;
+	if (p == MAP_FAILED) {
+		/* (MAP_FIXED over our own mapping of the same size does not
+		 * fail short of the kernel running out of memory; the old
+		 * memory then stays, moved out) */
+		rc = -errno;
+		close(fd);
+		old_fd = -1;
+	} else {
+		m->fd = -1;
+		m->base = NULL;
+		t->mems[t->nmems - 1].fd = fd;
+		t->mems[t->nmems - 1].base = addr;
+		t->mems[t->nmems - 1].len = plen;
+	}
+	pthread_mutex_unlock(&t->mem_lock);
+	if (old_fd >= 0)
+		close(old_fd);
+	return rc;
+}
+
 static int mr_reg_on(struct rkv_tp *btp, void *addr, size_t len,
 		     unsigned access, int gpu, struct rkv_mr **out)
 {
@@ -413,6 +487,7 @@ const struct rkv_tp_ops rkv_tp_shm_ops = {
 	.destroy = shm_destroy,
 	.mem_alloc = shm_mem_alloc,
 	.mem_free = shm_mem_free,
+	.mem_renew = shm_mem_renew,
 	.mr_reg = shm_mr_reg,
 	.mr_dereg = sw_mr_dereg,
 	.mem_alloc_gpu = shm_mem_alloc_gpu,

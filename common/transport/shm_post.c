@@ -79,6 +79,15 @@ static int exec_gpu(struct sw_ep *ep, int tgpu, int lgpu,
 	return RKV_WC_SUCCESS;
 }
 
+static void (*access_hook)(void *arg);
+static void *access_hook_arg;
+
+void rkv_shm_set_access_hook(void (*fn)(void *arg), void *arg)
+{
+	access_hook_arg = arg;
+	access_hook = fn;
+}
+
 /* Execute a one-sided WR now; returns its WC status. */
 static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 		    const struct rkv_wr *wr)
@@ -118,6 +127,8 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	    off > c->len - wr->length)
 		return RKV_WC_REM_ACCESS_ERR;
 	p = c->base + off;
+	if (access_hook)
+		access_hook(access_hook_arg);
 	if (c->gpu >= 0 || lgpu >= 0)
 		return exec_gpu(ep, c->gpu, lgpu, wr, p);
 	switch (wr->opcode) {

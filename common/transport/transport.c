@@ -299,6 +299,16 @@ void rkv_tp_mem_free(struct rkv_tp *tp, void *addr, size_t len)
 		tp->ops->mem_free(tp, addr, len);
 }
 
+int rkv_tp_mem_renew(struct rkv_tp *tp, void *addr, size_t len,
+		     rkv_tp_move_fn move, void *arg)
+{
+	if (!tp || !addr || !len || !move)
+		return -EINVAL;
+	if (!tp->ops->mem_renew)
+		return -EOPNOTSUPP;
+	return tp->ops->mem_renew(tp, addr, len, move, arg);
+}
+
 /* Arguments every registration checks; as verbs, remote write or atomic
  * needs local write. */
 static bool mr_args_bad(const struct rkv_tp *tp, const void *addr, size_t len,

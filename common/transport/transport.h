@@ -293,6 +293,36 @@ int rkv_tp_has_atomics(const struct rkv_tp *tp);
 int rkv_tp_mem_alloc(struct rkv_tp *tp, size_t len, void **out);
 void rkv_tp_mem_free(struct rkv_tp *tp, void *addr, size_t len);
 
+/*
+ * Give memory from rkv_tp_mem_alloc (addr and len as allocated) new
+ * backing at the same address, so that what peers mapped of it before is
+ * no longer this memory.  Only providers whose peers map the memory
+ * themselves need it: shm (a fresh memfd mapped over the old one with
+ * MAP_FIXED; a peer's existing mapping keeps the old memfd).  Every MR
+ * of the memory must be deregistered first (new ones go to the new
+ * backing).  move(dst, src, len, arg) runs once, after the new backing
+ * exists: it fills dst (the new backing) from src (the old) and leaves in
+ * src what a peer's access that passed its rkey check before the
+ * deregistration, but lands after, must find (a word by word exchange
+ * lets each such access land either before its word moved, and move with
+ * it, or after, on what move left).  Returns 0, -EINVAL (not such
+ * memory), -ENOMEM, -EOPNOTSUPP (tcp, verbs: the target executes every
+ * access, so deregistration alone stops them), or -errno.  On an error
+ * before move ran the memory is unchanged; after it (the kernel failed
+ * the final mapping) the memory is what move left in src.
+ */
+typedef void (*rkv_tp_move_fn)(void *dst, void *src, size_t len, void *arg);
+int rkv_tp_mem_renew(struct rkv_tp *tp, void *addr, size_t len,
+		     rkv_tp_move_fn move, void *arg);
+
+/*
+ * Test seam (shm): fn runs inside each one-sided operation after its rkey
+ * check and before its access, on the initiator's thread, so a test can
+ * deregister or renew memory in between.  NULL removes it.  Not for
+ * production use; not thread-safe against posting.
+ */
+void rkv_shm_set_access_hook(void (*fn)(void *arg), void *arg);
+
 /* A registered region.  Fields are read-only for the caller. */
 struct rkv_mr {
 	void *addr;

@@ -29,6 +29,9 @@ struct rkv_tp_ops {
 	void (*destroy)(struct rkv_tp *tp);
 	int (*mem_alloc)(struct rkv_tp *tp, size_t len, void **out);
 	void (*mem_free)(struct rkv_tp *tp, void *addr, size_t len);
+	/* NULL: rkv_tp_mem_renew returns -EOPNOTSUPP */
+	int (*mem_renew)(struct rkv_tp *tp, void *addr, size_t len,
+			 rkv_tp_move_fn move, void *arg);
 	int (*mr_reg)(struct rkv_tp *tp, void *addr, size_t len,
 		      unsigned access, struct rkv_mr **out);
 	int (*mr_dereg)(struct rkv_mr *mr);

@@ -639,6 +639,141 @@ out:
 	conf_fix_destroy(&f);
 }
 
+/*
+ * rkv_tp_mem_renew: an access that passed its rkey check before the
+ * deregistration but lands after the move finds what move left in the
+ * old backing, never the new one.  The access hook (shm) runs between the
+ * check and the access, and renews there.  Other providers: -EOPNOTSUPP.
+ */
+#define RENEW_LEN 8192u
+#define RENEW_POISON 0x8000000000000000ull
+
+struct renew_ctx {
+	struct conf_fix *f;
+	void *mem;
+	struct rkv_mr *mr;
+	int poison; /* 0: move copies and leaves src as it was */
+	int rc, ran;
+};
+
+/* Word by word: the new backing gets the word, the old one the poison. */
+static void renew_move(void *dst, void *src, size_t len, void *arg)
+{
+	struct renew_ctx *x = arg;
+	uint64_t *d = dst, *s = src;
+
+	for (size_t i = 0; i < len / 8; i++)
+		d[i] = x->poison ? __atomic_exchange_n(&s[i], RENEW_POISON |
+						       (uint64_t)i,
+						       __ATOMIC_SEQ_CST)
+				 : __atomic_load_n(&s[i], __ATOMIC_SEQ_CST);
+}
+
+static void renew_hook(void *arg)
+{
+	struct renew_ctx *x = arg;
+
+	rkv_shm_set_access_hook(NULL, NULL); /* once */
+	x->ran = 1;
+	x->rc = rkv_mr_dereg(x->mr);
+	x->mr = NULL;
+	if (!x->rc)
+		x->rc = rkv_tp_mem_renew(x->f->s.tp, x->mem, RENEW_LEN,
+					 renew_move, x);
+}
+
+static void renew_case(int poison)
+{
+	const uint64_t a = 0x1111, b = 0x2222;
+	struct conf_fix_opts o;
+	struct conf_fix f;
+	struct renew_ctx x = { .f = &f, .poison = poison };
+	struct rkv_mr *mr2 = NULL;
+	uint64_t *w;
+	uint32_t rkey;
+	int rc;
+
+	small_opts(&o);
+	CONF_FIX(&f, &o);
+	rc = rkv_tp_mem_alloc(f.s.tp, RENEW_LEN, &x.mem);
+	if (rc == 0)
+		rc = rkv_mr_reg(f.s.tp, x.mem, RENEW_LEN, RKV_ACCESS_ALL, &x.mr);
+	if (rc) {
+		printf("#   region: %s\n", strerror(-rc));
+		g_test_failures++;
+		goto out;
+	}
+	w = x.mem;
+	if (g_conf_provider != RKV_TP_SHM) {
+		EXPECT_EQ(rkv_tp_mem_renew(f.s.tp, x.mem, RENEW_LEN, renew_move,
+					   &x),
+			  -EOPNOTSUPP);
+		goto out;
+	}
+	EXPECT_EQ(rkv_tp_mem_renew(f.s.tp, w + 8, RENEW_LEN, renew_move, &x),
+		  -EINVAL);
+	EXPECT_EQ(rkv_tp_mem_renew(f.s.tp, x.mem, 4096, renew_move, &x),
+		  -EINVAL);
+	conf_wr64(&w[8], a);
+	/* the client maps the memory */
+	EXPECT_EQ(conf_op(&f, RKV_WR_CAS, 0, 8, (uint64_t)(uintptr_t)&w[8],
+			  x.mr->rkey, a, b),
+		  RKV_WC_SUCCESS);
+	EXPECT_EQ_U64(conf_rd64(&w[8]), b);
+	rkey = x.mr->rkey;
+	/* a CAS that passed its check, landing after the renewal */
+	rkv_shm_set_access_hook(renew_hook, &x);
+	EXPECT_EQ(conf_op(&f, RKV_WR_CAS, 0, 8, (uint64_t)(uintptr_t)&w[8],
+			  rkey, b, 0x3333),
+		  RKV_WC_SUCCESS);
+	rkv_shm_set_access_hook(NULL, NULL);
+	EXPECT_TRUE(x.ran);
+	EXPECT_EQ(x.rc, 0);
+	/* the word kept its value at the same address; the late CAS saw the
+	 * poison (it failed), or, without it, "succeeded" on memory that is
+	 * no longer this */
+	EXPECT_EQ_U64(conf_rd64(&w[8]), b);
+	if (poison)
+		EXPECT_EQ_U64(conf_rd64(f.c.loc), RENEW_POISON | 8);
+	else
+		EXPECT_EQ_U64(conf_rd64(f.c.loc), b);
+	/* a new registration is the new memory, for the same client */
+	rc = rkv_mr_reg(f.s.tp, x.mem, RENEW_LEN, RKV_ACCESS_ALL, &mr2);
+	EXPECT_EQ(rc, 0);
+	if (!rc) {
+		EXPECT_EQ(conf_op(&f, RKV_WR_CAS, 0, 8,
+				  (uint64_t)(uintptr_t)&w[8], mr2->rkey, b,
+				  0x4444),
+			  RKV_WC_SUCCESS);
+		EXPECT_EQ_U64(conf_rd64(f.c.loc), b);
+		EXPECT_EQ_U64(conf_rd64(&w[8]), 0x4444);
+		conf_wr64(&w[9], 0x5555);
+		EXPECT_EQ(conf_op(&f, RKV_WR_READ, 0, 8,
+				  (uint64_t)(uintptr_t)&w[9], mr2->rkey, 0, 0),
+			  RKV_WC_SUCCESS);
+		EXPECT_EQ_U64(conf_rd64(f.c.loc), 0x5555);
+	}
+	/* the old rkey is gone (last: an error ends the endpoint) */
+	EXPECT_EQ(conf_op(&f, RKV_WR_READ, 0, 8, (uint64_t)(uintptr_t)&w[8],
+			  rkey, 0, 0),
+		  RKV_WC_REM_ACCESS_ERR);
+out:
+	rkv_shm_set_access_hook(NULL, NULL);
+	if (mr2)
+		rkv_mr_dereg(mr2);
+	if (x.mr)
+		rkv_mr_dereg(x.mr);
+	if (x.mem)
+		rkv_tp_mem_free(f.s.tp, x.mem, RENEW_LEN);
+	conf_fix_destroy(&f);
+}
+
+static void t_mem_renew(void)
+{
+	renew_case(1);
+	renew_case(0);
+}
+
 void conf_tests_errors(void)
 {
 	CONF_TEST(t_bad_rkey);
@@ -654,4 +789,5 @@ void conf_tests_errors(void)
 	CONF_TEST(t_unsignaled_error_completes);
 	CONF_TEST(t_post_einval);
 	CONF_TEST(t_dereg_revokes_rkey);
+	CONF_TEST(t_mem_renew);
 }

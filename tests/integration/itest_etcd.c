@@ -20,7 +20,7 @@
  *     load from several processes, `rkv admin failover` (itself killed
  *     once part-way and run again): linearizable, every acknowledged
  *     write read back, each key on r servers of the new map; with r=3 two
- *     servers lost one after the other.  On shm: refused, one line.
+ *     servers lost one after the other.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1289,27 +1289,6 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	ASSERT_TRUE(c != NULL);
 	for (unsigned i = 0; i < MIG_FILL; i++)
 		ASSERT_EQ(test_kput(c, i, 1), 0);
-	if (!strcmp(g_prov, "shm")) {
-		/* shm cannot fence (its clients write the mappings they
-		 * hold): refused, nothing changed */
-		test_srv_kill(&v.s[1]);
-		for (int i = 0; i < 100; i++) {
-			rc = admin(&v, "failover bravo", out, sizeof(out));
-			if (!strstr(out, "is registered"))
-				break;
-			usleep(100000);
-		}
-		EXPECT_EQ(rc, 2);
-		EXPECT_TRUE(strstr(out, "the servers are on shm, which cannot "
-					"fence") != NULL);
-		EXPECT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
-		printf("#   shm: %s", out);
-		rc = admin(&v, "map", out, sizeof(out));
-		EXPECT_TRUE(strstr(out, "epoch 1\n") != NULL);
-		rkv_client_destroy(c);
-		env_stop(&v);
-		return;
-	}
 	/* a client of the first map from a file (it cannot read etcd):
 	 * after the failover it must not write anywhere */
 	struct rkv_client *old = NULL;

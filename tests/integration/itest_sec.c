@@ -30,6 +30,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "layout.h"
 #include "log.h"
 #include "msg.h"
 #include "rkv.h"
@@ -1281,9 +1282,7 @@ static void t_fence(void)
 	ASSERT_EQ(raw_hello_epoch(&b, 0, 5, &d), 0);
 	int rc = raw_fence(&b, 5);
 
-	if (!strcmp(g_prov, "shm")) {
-		EXPECT_EQ(rc, -EOPNOTSUPP);
-	} else {
+	{
 		EXPECT_EQ(rc, 0);
 		EXPECT_EQ(raw_fence(&b, 5), 0); /* again: a no-op */
 		EXPECT_EQ(test_raw_wait(&a, &d, 3000), 0);
@@ -1303,6 +1302,134 @@ static void t_fence(void)
 		test_raw_close(&c);
 	}
 	test_raw_close(&a);
+	test_raw_close(&b);
+	test_srv_stop(&s);
+}
+
+/* One signaled one-sided WR on r (result in r->word, data in r->data);
+ * other completions (RECVs) are dropped.  Returns the WC status or -1. */
+static int raw_op(struct test_raw *r, enum rkv_wr_opcode op, uint64_t raddr,
+		  uint32_t rkey, uint32_t len, uint64_t cmp, uint64_t swap)
+{
+	struct rkv_wr w = {
+		.wr_id = 7, .opcode = op, .flags = RKV_WR_SIGNALED,
+		.local = op == RKV_WR_READ ? (void *)r->data : (void *)&r->word,
+		.length = len, .lkey = r->mr->lkey, .remote_addr = raddr,
+		.rkey = rkey, .compare_add = cmp, .swap = swap };
+	uint64_t end = rkv_now_ms() + 5000;
+
+	if (rkv_post(r->ep, &w, NULL))
+		return -1;
+	while (rkv_now_ms() < end) {
+		struct rkv_wc wc;
+
+		if (rkv_cq_poll(r->cq, &wc, 1) == 1 && wc.wr_id == 7)
+			return (int)wc.status;
+	}
+	return -1;
+}
+
+struct late_fence {
+	struct test_raw *fencer;
+	uint32_t epoch;
+	int rc;
+};
+
+static void late_fence_hook(void *arg)
+{
+	struct late_fence *lf = arg;
+
+	rkv_shm_set_access_hook(NULL, NULL);
+	lf->rc = raw_fence(lf->fencer, lf->epoch);
+}
+
+/*
+ * shm: a fenced client's operation that passed its rkey check before the
+ * fence and lands after it (the access hook fences in between) changes
+ * nothing the server serves: a CAS finds a poisoned word and fails, a
+ * READ finds the poison and the partition word GONE at the fence epoch.
+ */
+static void t_fence_late_access(void)
+{
+	struct test_srv s;
+	struct test_raw a, b, c;
+	struct late_fence lf = { .fencer = &b };
+	struct rkv_msg d;
+	uint64_t base, nb, x = 0x0123456789abcull, slot3, last, pw;
+	uint32_t rk;
+
+	if (strcmp(g_prov, "shm")) {
+		rkv_test_skip("shm only: other providers execute every "
+			      "access at the target");
+		return;
+	}
+	ASSERT_EQ(start(&s, NULL), 0);
+	ASSERT_EQ(test_raw_open(&a, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&a, 0, 4, &d), 0);
+	ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+	ASSERT_EQ(d.u.hello_reply.status, 0);
+	base = d.u.hello_reply.index_addr;
+	nb = d.u.hello_reply.nbuckets;
+	rk = d.u.hello_reply.index_rkey;
+	slot3 = base + 3 * 8;
+	last = base + (nb - 1) * RKV_BUCKET_SIZE;
+	EXPECT_EQ(raw_op(&a, RKV_WR_CAS, slot3, rk, 8, 0, x), 0);
+	EXPECT_EQ_U64(a.word, 0);
+	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&b, 0, 5, &d), 0);
+	/* the CAS passes its check, the fence runs, the CAS lands */
+	lf.epoch = 5;
+	rkv_shm_set_access_hook(late_fence_hook, &lf);
+	EXPECT_EQ(raw_op(&a, RKV_WR_CAS, slot3, rk, 8, x, x + 1), 0);
+	rkv_shm_set_access_hook(NULL, NULL);
+	EXPECT_EQ(lf.rc, 0);
+	EXPECT_TRUE(a.word != x); /* failed: it did not change x */
+	EXPECT_EQ_U64(a.word, rkv_slot_bump(x) | RKV_SLOT_MOVED);
+	test_raw_close(&a);
+	/* a client of map 5 reads it unchanged and the partitions owned */
+	ASSERT_EQ(test_raw_open(&c, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&c, 0, 5, &d), 0);
+	ASSERT_EQ(d.u.hello_reply.status, 0);
+	rk = d.u.hello_reply.index_rkey;
+	EXPECT_EQ(d.u.hello_reply.index_addr, base);
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, slot3, rk, 8, 0, 0), 0);
+	memcpy(&pw, c.data, 8);
+	EXPECT_EQ_U64(pw, x);
+	/* a READ of map 5's client over the last bucket and the first
+	 * partition word lands after a fence at 6 */
+	lf.epoch = 6;
+	lf.fencer = &b;
+	test_raw_close(&b);
+	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&b, 0, 6, &d), 0);
+	rkv_shm_set_access_hook(late_fence_hook, &lf);
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last, rk, RKV_BUCKET_SIZE + 8, 0, 0),
+		  0);
+	rkv_shm_set_access_hook(NULL, NULL);
+	EXPECT_EQ(lf.rc, 0);
+	for (unsigned i = 0; i < RKV_SLOTS_PER_BUCKET; i++) {
+		uint64_t w;
+
+		memcpy(&w, c.data + 8 * i, 8);
+		EXPECT_TRUE(rkv_slot_moved(w));
+	}
+	memcpy(&pw, c.data + RKV_BUCKET_SIZE, 8);
+	EXPECT_EQ(rkv_part_state(pw), (unsigned)RKV_PART_GONE);
+	EXPECT_EQ(rkv_part_epoch(pw), 6u);
+	test_raw_close(&c);
+	/* map 6: still x, partitions owned */
+	ASSERT_EQ(test_raw_open(&c, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello_epoch(&c, 0, 6, &d), 0);
+	ASSERT_EQ(d.u.hello_reply.status, 0);
+	rk = d.u.hello_reply.index_rkey;
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, slot3, rk, 8, 0, 0), 0);
+	memcpy(&pw, c.data, 8);
+	EXPECT_EQ_U64(pw, x);
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last + RKV_BUCKET_SIZE, rk, 8, 0, 0),
+		  0);
+	memcpy(&pw, c.data, 8);
+	EXPECT_EQ_U64(pw, 0);
+	test_raw_close(&c);
 	test_raw_close(&b);
 	test_srv_stop(&s);
 }
@@ -2130,6 +2257,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_max_inflight);
 	RKV_TEST(t_silent_clients);
 	RKV_TEST(t_fence);
+	RKV_TEST(t_fence_late_access);
 	RKV_TEST(t_shm_unauth_onesided);
 	RKV_TEST(t_shm_unauth_map_req);
 	RKV_TEST(t_shm_other_uid);
