@@ -118,6 +118,9 @@ struct rkv_client {
 	 * it at this epoch): until the map is that new, no op is served by
 	 * the old one (they wait, op.c) */
 	uint32_t newer_epoch;
+	/* an op found a server's lease lapsed (op_lease_ok) at this coarse
+	 * ms: peers_heal reads etcd's map for a while */
+	uint64_t lease_lapsed_ms;
 	const struct rkv_map *given_map; /* client_create_map, until taken */
 	/* operation slots */
 	struct opslot *slots;

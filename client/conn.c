@@ -184,7 +184,10 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 		.max_value = h->max_value,
 		.counters_addr = h->counters_addr,
 		.counters_count = h->counters_count,
-		.read_only = !!(h->flags & RKV_HELLO_REPLY_READ_ONLY) };
+		.read_only = !!(h->flags & RKV_HELLO_REPLY_READ_ONLY),
+		.leased = !!(h->flags & RKV_HELLO_REPLY_LEASED) };
+	p->lease_until = 0;
+	p->lease_asked_ms = 0;
 	p->ctrl.keys.index = h->index_rkey;
 	p->ctrl.keys.data = h->data_rkey;
 	p->ctrl.keys.counters = h->counters_rkey;

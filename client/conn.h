@@ -29,6 +29,7 @@ struct geom {
 	uint64_t counters_addr;   /* counter region (0 words: none) */
 	uint32_t counters_count;
 	int read_only;            /* the server granted read access only */
+	int leased;               /* a cluster member: its lease word */
 };
 
 struct peer {
@@ -49,6 +50,10 @@ struct peer {
 				   * epoch (a failover's next map) */
 	int out_of_map;           /* the client's map no longer has it (failed
 				   * over): not reconnected */
+	/* g.leased: the latest lease word read (CLOCK_REALTIME ms; 0: none
+	 * yet), and when (coarse ms) a round last carried a READ of it */
+	uint64_t lease_until;
+	uint64_t lease_asked_ms;
 };
 
 /* What connecting needs from the client's options. */
@@ -88,6 +93,13 @@ static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 				      unsigned i)
 {
 	return p->g.index_addr + bucket * RKV_BUCKET_SIZE + i * 8u;
+}
+
+/* The lease word (layout.h: the index region's tail). */
+static inline uint64_t peer_lease_addr(const struct peer *p)
+{
+	return p->g.index_addr + p->g.nbuckets * RKV_BUCKET_SIZE +
+	       RKV_PART_TABLE_SIZE;
 }
 
 /* The partition table's word of partition part (layout.h). */

@@ -130,9 +130,63 @@ void wr_block(struct opslot *o)
 	o->nb.written = 1;
 }
 
+/*
+ * The lease word (proto/layout.h) of a cluster member, at r > 1 where a
+ * failover can replace a server: a READ completed before its value (on
+ * our clock) read current memory.  A round READs it too when the value
+ * we hold has less than LEASE_ASK_MS left (the server renews every
+ * second, so about once a second per server), at most one round per
+ * LEASE_ASK_GAP_MS.
+ */
+#define LEASE_ASK_MS 2500u
+#define LEASE_ASK_GAP_MS 20u
+#define LEASE_WAIT_MS 20u
+
+static int lease_checked(const struct opslot *o)
+{
+	return o->p->g.leased && o->c->r > 1;
+}
+
+static void lease_ask(struct opslot *o)
+{
+	struct peer *p = o->p;
+	uint64_t now;
+
+	o->lease_rd = 0;
+	if (!lease_checked(o) || o->round_nwr >= ROUND_MAX_WR ||
+	    rkv_wall_coarse_ms() + LEASE_ASK_MS < p->lease_until)
+		return;
+	now = rkv_coarse_ms();
+	if (now - p->lease_asked_ms < LEASE_ASK_GAP_MS)
+		return;
+	p->lease_asked_ms = now;
+	o->lease_rd = 1;
+	rd(o, OB_LEASE, peer_lease_addr(p), p->ctrl.keys.index, 8);
+}
+
+int op_lease_ok(struct opslot *o)
+{
+	struct rkv_client *c = o->c;
+
+	if (!lease_checked(o) ||
+	    rkv_wall_coarse_ms() + RKV_COARSE_SLACK_MS < o->p->lease_until)
+		return 1;
+	/* the server is paused or cut off from etcd (or replaced): answer
+	 * nothing it returned; read the word again in a while, and etcd's
+	 * map meanwhile (peers_heal) */
+	c->st.lease_waits++;
+	c->lease_lapsed_ms = rkv_coarse_ms();
+	o->p->lease_asked_ms = 0;
+	op_wait(o, LEASE_WAIT);
+	return 0;
+}
+
 void round_post(struct opslot *o, unsigned step)
 {
-	unsigned n = o->round_nwr, par = (++o->round & 1) * 2;
+	unsigned n, par = (++o->round & 1) * 2;
+
+	lease_ask(o);
+	n = o->round_nwr;
 
 	for (unsigned i = 0; i < n; i++) {
 		o->wr[i].wr_id = wr_ctx_id(&o->ctx[par]);
@@ -161,6 +215,15 @@ void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
 
 static void round_done(struct opslot *o)
 {
+	if (o->lease_rd) {
+		uint64_t w = word_at(o, OB_LEASE);
+
+		o->lease_rd = 0;
+		/* a promise stays true: keep the latest (0: the server
+		 * stopped promising, which changes no earlier promise) */
+		if (w > o->p->lease_until)
+			o->p->lease_until = w;
+	}
 	switch (OP_MACHINE(o->step)) {
 	case OP_MACHINE(LOC_BUCKETS):
 		loc_round(o);
@@ -474,6 +537,14 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 	if (o->step == MIG_EPOCH) {
 		if (o->c->newer_epoch > o->c->map->epoch)
 			return; /* peers_heal reads the map meanwhile */
+		o->state = OP_IO;
+		op_redirect(o, o->c->owner[o->part]);
+		return;
+	}
+	if (o->step == LEASE_WAIT) {
+		/* again, where the map (perhaps a newer one) says */
+		if (now_ms - o->t_round_ms < LEASE_WAIT_MS)
+			return;
 		o->state = OP_IO;
 		op_redirect(o, o->c->owner[o->part]);
 		return;

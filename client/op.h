@@ -51,6 +51,7 @@ struct rkv_ext_op;
 			       * delete unlinks (its grant id) */
 #define OB_PART 176           /* 8: the key's partition word, READ with
 			       * the buckets (layout.h, op_mig.c) */
+#define OB_LEASE 184          /* 8: the server's lease word (op.c) */
 #define OB_BLOCKS 192         /* blocks read */
 
 enum op_state {
@@ -126,6 +127,9 @@ enum mig_step {
 	MIG_EPOCH,          /* timer: a server refused us as a client of an
 			     * old map (failover): wait for the new one
 			     * (peers_heal reads it), then go where it says */
+	LEASE_WAIT,         /* timer: the server's lease word is in the past
+			     * (op.c op_lease_ok): read it again, or go where
+			     * a newer map says */
 };
 
 #define OP_MACHINE(step) ((unsigned)(step) >> 4)
@@ -331,6 +335,7 @@ struct opslot {
 	uint32_t old_grant;      /* grant of the block that slot names
 				  * (0: unknown) */
 	int cached;              /* this attempt started from the cache */
+	int lease_rd;            /* this round READs the lease word too */
 	struct cache_ent *ce;    /* a cached get's entry ... */
 	uint32_t ce_gen;         /* ... and its gen then (cache_hit) */
 	struct newblk nb;
@@ -372,6 +377,11 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms);
  * the only blocks read since t_round_ms were big (over
  * RKV_SMALL_BLOCK_MAX: the server holds those longer). */
 int op_too_slow(const struct opslot *o);
+/* Whether what o's last round READ from its server may be answered: not
+ * a leased server at r > 1, or its lease word (proto/layout.h) is still
+ * ahead of our clock.  Otherwise the op waits (LEASE_WAIT) and starts
+ * again where the map then says; returns 0. */
+int op_lease_ok(struct opslot *o);
 /* Restart the round clock (t_round_ms) at now_ms. */
 static inline void op_clock(struct opslot *o, uint64_t now_ms)
 {

@@ -16,8 +16,11 @@ void get_deliver(struct opslot *o, const char *blk, uint32_t size,
 	const void *v;
 	uint32_t vl;
 	struct blk_info bi;
-	int rc = blk_decode(o, blk, size, &v, &vl, NULL);
+	int rc;
 
+	if (!op_lease_ok(o))
+		return;
+	rc = blk_decode(o, blk, size, &v, &vl, NULL);
 	if (rc == -EIO) { /* device op: CUDA failed (logged) */
 		op_finish(o, rc);
 		return;
@@ -104,6 +107,8 @@ void get_found(struct opslot *o, struct cand *cd)
 
 void get_absent(struct opslot *o)
 {
+	if (!op_lease_ok(o))
+		return;
 	op_finish(o, -ENOENT);
 }
 

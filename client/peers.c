@@ -30,6 +30,8 @@
 #define RETRY_MAX_MS 5000
 #define RECONNECT_TIMEOUT_MS 1000
 #define MAP_POLL_MS 200 /* etcd's map, read while a server is down */
+/* and for this long after an op found a server's lease lapsed (op.c) */
+#define LEASE_POLL_MS 1000
 
 static struct conn_opts conn_opts_of(const struct rkv_client *c,
 				     unsigned timeout_ms)
@@ -150,7 +152,8 @@ static int peer_busy(const struct rkv_client *c, const struct peer *p)
 		/* an op waiting for a newer map holds nothing of p's */
 		if (o->p == p && o->state != OP_FREE &&
 		    o->state != OP_START && o->state != OP_DONE &&
-		    !(o->state == OP_WAIT_TIMER && o->step == MIG_EPOCH))
+		    !(o->state == OP_WAIT_TIMER &&
+		      (o->step == MIG_EPOCH || o->step == LEASE_WAIT)))
 			return 1;
 		/* a leg's round on p (its op's primary is another server):
 		 * a new connection would drop its completion for good */
@@ -219,14 +222,15 @@ static void poll_map(struct rkv_client *c, uint64_t now, int force)
 
 void peers_heal(struct rkv_client *c)
 {
-	uint64_t now;
-	int polled = 0;
+	uint64_t now = rkv_coarse_ms();
+	int polled = 0, lapsed = c->lease_lapsed_ms &&
+				 now - c->lease_lapsed_ms < LEASE_POLL_MS;
 
 	if (c->healing ||
-	    (!c->ndown && c->eng.links_failed == c->links_failed_seen))
+	    (!c->ndown && !lapsed &&
+	     c->eng.links_failed == c->links_failed_seen))
 		return;
 	c->healing = 1;
-	now = rkv_coarse_ms();
 	c->links_failed_seen = c->eng.links_failed;
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
@@ -242,7 +246,7 @@ void peers_heal(struct rkv_client *c)
 	/* a server down may have been failed over: a newer map in etcd
 	 * places its keys on the others (and the survivors, fenced, refuse
 	 * this client until it has it) */
-	if (c->ndown)
+	if (c->ndown || lapsed)
 		poll_map(c, now, 0);
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];

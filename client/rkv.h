@@ -40,7 +40,10 @@
  * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
  * -EPROTO (server speaks another protocol version), -EBUSY (a synchronous
  * call or batch found every slot holding a finished pipelined op that
- * rkv_poll has not handed back yet).
+ * rkv_poll has not handed back yet).  In an etcd cluster keeping r > 1
+ * copies a get is answered only while its server's registration is
+ * known live (its lease word): a server paused or cut off from etcd for
+ * ~4 s makes its gets wait for a newer map, then -ETIMEDOUT.
  *
  * Thread safety: a struct rkv_client is used by one thread at a time (the
  * caller serializes); use one client per thread for parallelism.  The
@@ -339,6 +342,10 @@ struct rkv_client_stats {
 	 * up): the client's "degraded" state */
 	uint64_t servers_down;
 	uint64_t parts_degraded;
+	/* reads whose server's registration was not known live when they
+	 * completed (r > 1: a failover may be replacing it): not answered,
+	 * read again or sent where a newer map says */
+	uint64_t lease_waits;
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */

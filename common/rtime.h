@@ -59,6 +59,20 @@ static inline uint64_t rkv_coarse_ms(void)
 	return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 
+/*
+ * Milliseconds of CLOCK_REALTIME_COARSE: wall time, comparable across
+ * hosts as far as their clocks agree (lease words, proto/layout.h).  It
+ * lags the true time by up to a jiffy: a check "now < deadline" adds
+ * RKV_COARSE_SLACK_MS.  Not replaced by the test time source.
+ */
+static inline uint64_t rkv_wall_coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
 /* Pause in a spin loop (x86 PAUSE; a compiler barrier elsewhere). */
 static inline void rkv_cpu_relax(void)
 {

@@ -271,6 +271,22 @@ static inline int rkv_slot_moved(uint64_t s)
 #define RKV_PART_WORDS 4096u
 #define RKV_PART_TABLE_SIZE (RKV_PART_WORDS * 8u)
 
+/*
+ * The index region's tail: one 64-byte line after the partition table.
+ * Word 0 is the lease word of a cluster member (HELLO_REPLY flag
+ * RKV_HELLO_REPLY_LEASED): until when, in milliseconds of CLOCK_REALTIME,
+ * the server's registration in etcd is known to be live, less a margin
+ * for clock skew (server/cluster.c).  No failover can make another server
+ * the primary of its keys before then, so a READ that a client completes
+ * before that time (on its own clock) read current memory; after it, the
+ * client reads the word again and answers nothing from the server while
+ * it stays in the past (a paused server whose NIC or shared memory still
+ * serves, client/op.c).  0: not known live.  Written by the server's
+ * registration thread only, with a single 8-byte store.
+ */
+#define RKV_INDEX_TAIL_SIZE 64u
+#define RKV_INDEX_EXTRA (RKV_PART_TABLE_SIZE + RKV_INDEX_TAIL_SIZE)
+
 enum rkv_part_state {
 	RKV_PART_OWNED = 0,
 	RKV_PART_FROZEN = 1,

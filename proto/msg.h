@@ -93,6 +93,9 @@ enum rkv_hello_reply_flags {
 	/* read-only rkeys: asked for, or the client proved the
 	 * --read-only-secret-file; the server refuses its writes */
 	RKV_HELLO_REPLY_READ_ONLY = 1u << 0,
+	/* a cluster member: check its lease word (layout.h) before trusting
+	 * what a READ of it returned */
+	RKV_HELLO_REPLY_LEASED = 1u << 1,
 };
 
 #define RKV_NAME_MAX 32

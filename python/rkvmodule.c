@@ -831,7 +831,8 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
 		  add_u64(d, "reconnects", st.reconnects) ||
 		  add_u64(d, "redirects", st.redirects) ||
 		  add_u64(d, "servers_down", st.servers_down) ||
-		  add_u64(d, "parts_degraded", st.parts_degraded)))
+		  add_u64(d, "parts_degraded", st.parts_degraded) ||
+		  add_u64(d, "lease_waits", st.lease_waits)))
 		Py_CLEAR(d);
 	return d;
 }

@@ -48,7 +48,17 @@ struct rkv_srv_reg {
 	int stop;
 	int etcd_down;            /* said so already */
 	struct rkv_srv *srv;      /* set under emu once serving */
+	uint64_t until_ms;        /* the lease word's value (emu) */
 };
+
+/* etcd's lease outlives t0 (CLOCK_REALTIME ms, taken before the grant or
+ * keepalive was sent) by the TTL: the lease word promises less. */
+static void lease_known(struct rkv_srv_reg *r, uint64_t t0)
+{
+	r->until_ms = t0 + RKV_REG_TTL_S * 1000ull - RKV_LEASE_MARGIN_MS;
+	if (r->srv)
+		rkv_srv_lease_set(r->srv, r->until_ms);
+}
 
 static int transient(int rc)
 {
@@ -147,12 +157,15 @@ static void check_removed(struct rkv_srv_reg *r)
 		rkv_etcd_kv_fini(&kv);
 		if (!out)
 			continue;
-		rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
-			"cluster %s: the %s map (epoch %llu) no longer holds "
-			"'%s' (failed over while this server was away): "
-			"refusing the clients of older maps; restart it empty "
-			"to serve again", r->u.cluster, i ? "next" : "current",
-			(unsigned long long)m->epoch, r->name);
+		if (!atomic_exchange(&r->srv->removed, 1))
+			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+				"cluster %s: the %s map (epoch %llu) no longer "
+				"holds '%s' (failed over while this server was "
+				"away): refusing the clients of older maps; "
+				"restart it empty to serve again",
+				r->u.cluster, i ? "next" : "current",
+				(unsigned long long)m->epoch, r->name);
+		rkv_srv_lease_set(r->srv, 0);
 		atomic_store(&r->srv->self_fence, (uint32_t)m->epoch);
 		break;
 	}
@@ -163,17 +176,28 @@ static void check_removed(struct rkv_srv_reg *r)
 static void renew(struct rkv_srv_reg *r)
 {
 	char why[512] = "";
+	uint64_t t0 = rkv_wall_coarse_ms();
 	int rc = rkv_etcd_lease_keepalive(r->e, r->lease, NULL);
 
+	if (!rc)
+		lease_known(r, t0);
 	if (rc == -ENOENT) {
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
 			"cluster %s: the registration lapsed; registering anew",
 			r->u.cluster);
 		check_removed(r);
+		t0 = rkv_wall_coarse_ms();
 		rc = register_once(r, why, sizeof(why));
 		if (rc == -EADDRINUSE)
 			rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP, "cluster %s: %s",
 				r->u.cluster, why);
+		/* again once registered: a failover that began after the
+		 * first look wrote its next map before it checked that we
+		 * are not registered (rkv admin failover) */
+		if (!rc) {
+			check_removed(r);
+			lease_known(r, t0);
+		}
 	}
 	if (rc && transient(rc)) {
 		if (!r->etcd_down)
@@ -239,7 +263,11 @@ int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
 	if (rc)
 		goto fail;
 	for (;;) {
+		uint64_t t0 = rkv_wall_coarse_ms();
+
 		rc = register_once(r, why, why_len);
+		if (!rc)
+			lease_known(r, t0);
 		if (!rc || !(transient(rc) || rc == -EAGAIN) ||
 		    rkv_now_ms() + backoff > end)
 			break;
@@ -320,7 +348,8 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 	int rc = m && n ? 0 : -ENOMEM, have_next = 0;
 
 	pthread_mutex_lock(&r->emu);
-	r->srv = srv; /* for check_removed, from now on */
+	r->srv = srv; /* for check_removed and the lease word, from now on */
+	rkv_srv_lease_set(srv, r->until_ms);
 	pthread_mutex_unlock(&r->emu);
 	if (!rc) {
 		rkv_reg_map_key(&r->u, key, sizeof(key));

@@ -481,7 +481,8 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	copy_name(c->name, hm->name);
 	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
 	c->map_epoch = hm->map_epoch;
-	r->flags = c->read_only ? RKV_HELLO_REPLY_READ_ONLY : 0;
+	r->flags = (c->read_only ? RKV_HELLO_REPLY_READ_ONLY : 0) |
+		   (srv->cfg.cluster[0] ? RKV_HELLO_REPLY_LEASED : 0);
 	c->rkey_epoch = c->rkey_sent = rkv_srv_rotate_epoch(srv);
 	c->client_id = srv->next_client_id++;
 	if (!srv->next_client_id)

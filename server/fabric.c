@@ -42,7 +42,7 @@ static void size_txt(uint64_t b, char *out, size_t len)
 static void check_memlock(const struct rkv_srv_config *cfg, struct tally *t)
 {
 	uint64_t need = cfg->memory + cfg->nbuckets * RKV_BUCKET_SIZE +
-			RKV_PART_TABLE_SIZE;
+			RKV_INDEX_EXTRA;
 	struct rlimit rl;
 	char a[32], b[32];
 

@@ -45,6 +45,7 @@ void rkv_srv_index_scan(const uint64_t *slots, uint64_t nslots,
  * before its word moved (and moves with it) or fails; a reader that finds
  * a poisoned slot READs the partition word after the buckets (client/
  * op.c rd_buckets), so it finds GONE there and asks the map of epoch.
+ * The lease word (the tail's first) moves too and is 0 in src.
  */
 void rkv_srv_index_fence_move(uint64_t *dst, uint64_t *src, uint64_t nslots,
 			      uint32_t epoch)
@@ -64,4 +65,7 @@ void rkv_srv_index_fence_move(uint64_t *dst, uint64_t *src, uint64_t nslots,
 			;
 		dst[i] = w;
 	}
+	/* the lease word: 0 (not known live) for whoever reads late */
+	dst[nslots + RKV_PART_WORDS] = __atomic_exchange_n(
+		&src[nslots + RKV_PART_WORDS], 0, __ATOMIC_SEQ_CST);
 }

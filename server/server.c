@@ -311,7 +311,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	/* the buckets, then the partition table (layout.h), zero: every
 	 * partition owned until a migration says otherwise */
 	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE) +
-			 RKV_PART_TABLE_SIZE;
+			 RKV_INDEX_EXTRA;
 	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
 			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr,
 			why, whylen);
@@ -485,6 +485,17 @@ void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 						     RKV_BUCKET_SIZE);
 
 	__atomic_store_n(&tab[part], word, __ATOMIC_RELEASE);
+}
+
+void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms)
+{
+	uint64_t *w = (uint64_t *)(void *)((char *)srv->index_mem +
+					   srv->cfg.nbuckets * RKV_BUCKET_SIZE +
+					   RKV_PART_TABLE_SIZE);
+
+	if (atomic_load(&srv->removed))
+		until_ms = 0;
+	__atomic_store_n(w, until_ms, __ATOMIC_RELEASE);
 }
 
 const char *rkv_srv_addr(const struct rkv_srv *srv)

@@ -381,6 +381,9 @@ struct rkv_srv {
 	 * epoch no longer holds us (we were failed over while away); the
 	 * control thread fences us at it */
 	atomic_uint self_fence;
+	/* a map without us was seen (cluster.c check_removed): the lease
+	 * word stays 0 from then on */
+	atomic_int removed;
 	uint64_t fenced_out;      /* connections closed by a FENCE */
 	uint64_t chunk_refused[RKV_SRV_CHUNK_REFUSALS]; /* CHUNK_ALLOC, by why */
 	uint64_t polls, idle_polls, completions;
@@ -523,6 +526,12 @@ void rkv_srv_reg_stop(struct rkv_srv_reg *r);
  * restarted empty (docs/DESIGN.md §9.5).  0 (also: no map yet) or
  * -errno. */
 int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv);
+/* The lease word (proto/layout.h): until_ms of CLOCK_REALTIME, or 0 from
+ * the moment srv->removed is set.  Any thread. */
+void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms);
+/* How far before etcd's own expiry the lease word ends (clock skew
+ * between a server and its clients, and etcd's between its own). */
+#define RKV_LEASE_MARGIN_MS 1000u
 /* Set partition part's word of the partition table (layout.h). */
 void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word);
 /* The provider in use and its description. */

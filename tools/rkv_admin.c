@@ -578,6 +578,38 @@ static int put_next(struct admin *a, const char *cmd, const struct rkv_map *to,
 	return 0;
 }
 
+/*
+ * After the next map is in etcd: name must still be unregistered.  A
+ * server whose lease lapsed registers anew only after it read the map
+ * and the next map, and reads them again once registered (server/
+ * cluster.c); if it registered after our first look it may have missed
+ * the next map the first time, but not the second, so it fences itself;
+ * if it registered before this look, it may have missed both: then it is
+ * alive, and the failover is undone (next removed).  0 or the status of
+ * the failure said.
+ */
+static int still_gone(struct admin *a, const char *cmd, const char *name)
+{
+	char key[RKV_REG_KEY_MAX];
+	struct rkv_etcd_kv kv = { 0 };
+	int rc;
+
+	rkv_reg_server_key(&a->u, name, key, sizeof(key));
+	rc = rkv_etcd_get(a->e, key, &kv, NULL);
+	rkv_etcd_kv_fini(&kv);
+	if (rc == -ENOENT)
+		return 0;
+	rkv_reg_next_key(&a->u, key, sizeof(key));
+	(void)rkv_etcd_delete(a->e, key);
+	if (rc)
+		return fail(cmd, "reading the registration of '%s': %s; the "
+			    "next map was removed, nothing changed", name,
+			    rkv_etcd_why(a->e));
+	return fail(cmd, "server '%s' registered again as the failover "
+		    "began (it is alive): the next map was removed, nothing "
+		    "changed", name);
+}
+
 /* Publish to (CAS on the map's revision rev), remove "next". */
 static int publish(struct admin *a, const char *cmd, const struct rkv_map *to,
 		   int64_t rev)
@@ -961,6 +993,8 @@ static int do_failover(struct admin *a, const char *name, int force)
 		       (unsigned long long)to->epoch);
 	} else if (rc == 1) {
 		rc = put_next(a, cmd, to, text);
+		if (!rc && !force)
+			rc = still_gone(a, cmd, name);
 	}
 	if (rc)
 		goto out;

@@ -2309,6 +2309,12 @@ static void print_client_stats(const struct rkv_client *c)
 			st.servers_down == 1 ? "" : "s",
 			(unsigned long long)st.parts_degraded,
 			st.servers_down == 1 ? "it is" : "they are");
+	if (st.lease_waits)
+		fprintf(stderr, "rkv: client: %llu read%s waited: a server's "
+			"registration was not known live (paused, cut off from "
+			"etcd, or replaced)\n",
+			(unsigned long long)st.lease_waits,
+			st.lease_waits == 1 ? "" : "s");
 }
 
 static int set_mode(enum out_mode m, const char *opt)

@@ -1167,8 +1167,30 @@ static int is_registered(struct env *v, const char *name)
 	return rc == 0 ? 1 : rc == -ENOENT ? 0 : -1;
 }
 
+/* Up to max filler keys whose primary in c's map is server name. */
+static unsigned primary_keys(struct rkv_client *c, const char *name,
+			     unsigned *out, unsigned max)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < MIG_FILL && n < max; i++) {
+		char k[32];
+		unsigned rep[3];
+
+		snprintf(k, sizeof(k), "user:%u", i);
+		rkv_client_replicas(c, k, strlen(k), rep, 3);
+		if (!strcmp(rkv_client_server_name(c, rep[0]), name))
+			out[n++] = i;
+	}
+	return n;
+}
+
+#define RD1_KEYS 6
+#define RD1_OP_MS 400
+
 /* Kill server i (-9) and fail it over once its registration lapsed: a
  * first try killed part-way (after fo_kill_us), then a whole one.
+ * pause: SIGSTOP instead of the kill (the caller sends SIGCONT).
  * Returns the ms from the kill to the map without it, or -1. */
 static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
 		      int pause)
@@ -1207,8 +1229,6 @@ static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
 	       "after one killed at %u ms: %ld ms): %s", v->nm[i],
 	       (long)(t1 - t0), pause ? "SIGSTOP" : "kill", fo_kill_us / 1000,
 	       (long)(rkv_now_ms() - t1), out);
-	if (pause)
-		kill(v->s[i].pid, SIGCONT); /* wakes up replaced */
 	if (rc != 0)
 		return -1;
 	return (long)(rkv_now_ms() - t0);
@@ -1307,6 +1327,41 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 		old = test_client_cluster(map1, 1000, 2000, NULL, NULL);
 		ASSERT_TRUE(old != NULL);
 	}
+	/* a reader of the first map (from a file: it cannot learn of the
+	 * failover) that read bravo's keys before bravo was paused */
+	struct rkv_client *rd1 = NULL;
+	unsigned rk[RD1_KEYS], nrk = 0;
+
+	if (pause) {
+		/* it reaches bravo only (the others' addresses lead
+		 * nowhere): no fenced survivor can tell it of the new map,
+		 * as for a client cut off from them */
+		char map1r[300];
+		FILE *f;
+
+		snprintf(map1r, sizeof(map1r), "%s/map1r", dir);
+		f = fopen(map1r, "w");
+		ASSERT_TRUE(f != NULL);
+		fprintf(f, "epoch 1\nreplicas %u\n", r);
+		for (unsigned i = 0; i < nsrv; i++) {
+			const char *a = v.s[i].addr, *colon = strrchr(a, ':');
+
+			if (!strcmp(names[i], "bravo"))
+				fprintf(f, "%s %s\n", names[i], a);
+			else if (!strncmp(a, "shm:", 4) || !colon)
+				fprintf(f, "%s %s-gone\n", names[i], a);
+			else
+				fprintf(f, "%s %.*s:%u\n", names[i],
+					(int)(colon - a), a, i + 1);
+		}
+		fclose(f);
+		rd1 = test_client_cluster(map1r, RD1_OP_MS, 2000, NULL, NULL);
+		ASSERT_TRUE(rd1 != NULL);
+		nrk = primary_keys(rd1, "bravo", rk, RD1_KEYS);
+		for (unsigned j = 0; j < nrk; j++)
+			EXPECT_EQ(test_kcheck(rd1, rk[j], 1), 0);
+		EXPECT_EQ(nrk, (unsigned)RD1_KEYS);
+	}
 	snprintf(stop, sizeof(stop), "%s/stop", dir);
 	spawn_clients(v.url, dir, stop, kids);
 	char ctr_sum[300];
@@ -1322,6 +1377,47 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 				    pause);
 
 		EXPECT_TRUE(ms > 0);
+		if (pause) {
+			/* bravo, paused and replaced, still serves one-sided
+			 * READs (verbs: its NIC; shm: its memory): its lease
+			 * word has lapsed, so the old reader answers none of
+			 * its keys written anew since */
+			struct rkv_client *w = test_client_cluster(
+				v.url, g_op_ms, 10000, NULL, NULL);
+			unsigned stale = 0, fresh = 0, failed = 0;
+			int first_err = 0;
+			struct rkv_client_stats st;
+
+			ASSERT_TRUE(w != NULL);
+			for (unsigned j = 0; j < nrk; j++)
+				EXPECT_EQ(test_kput(w, rk[j], 3), 0);
+			for (unsigned j = 0; j < nrk; j++) {
+				int e = test_kcheck(rd1, rk[j], 1);
+
+				if (e == 0)
+					stale++;
+				else if (test_kcheck(rd1, rk[j], 3) == 0)
+					fresh++;
+				else
+					failed++;
+				if (e && !first_err)
+					first_err = e;
+			}
+			rkv_client_stats(rd1, &st);
+			printf("#   a reader of map epoch 1 while bravo is "
+			       "paused and replaced: %u of %u keys stale, %u "
+			       "read anew, %u failed (%llu lease waits; "
+			       "the first error: %s)\n",
+			       stale, nrk, fresh, failed,
+			       (unsigned long long)st.lease_waits,
+			       strerror(-first_err));
+			EXPECT_EQ(stale, 0);
+			for (unsigned j = 0; j < nrk; j++)
+				EXPECT_EQ(test_kput(w, rk[j], 1), 0);
+			rkv_client_destroy(w);
+			rkv_client_destroy(rd1);
+			kill(v.s[kill_i[k]].pid, SIGCONT); /* wakes replaced */
+		}
 		usleep(500000); /* clients go on with the new map */
 	}
 	usleep(1500000);
@@ -1377,18 +1473,11 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 		EXPECT_EQ(forked, 0);
 		/* bravo's keys written anew; a fresh client of map epoch 1
 		 * must not read bravo's old copies (bravo refuses it) */
-		unsigned kb[20], nb = 0, stale = 0, served = 0;
+		unsigned kb[20], nb = primary_keys(old, "bravo", kb, 20);
+		unsigned stale = 0, served = 0;
 
-		for (unsigned i = 0; i < MIG_FILL && nb < 20; i++) {
-			char k[32];
-			unsigned rep[3];
-
-			snprintf(k, sizeof(k), "user:%u", i);
-			rkv_client_replicas(old, k, strlen(k), rep, 3);
-			if (!strcmp(rkv_client_server_name(old, rep[0]),
-				    "bravo") && test_kput(d, i, 2) == 0)
-				kb[nb++] = i;
-		}
+		for (unsigned j = 0; j < nb; j++)
+			EXPECT_EQ(test_kput(d, kb[j], 2), 0);
 		struct rkv_client *old2 =
 			test_client_cluster(map1, 1000, 2000, NULL, NULL);
 

@@ -317,6 +317,42 @@ static void t_index(void)
 	EXPECT_EQ(sum, 64 + 64 + 640 + 128);
 }
 
+/* The shm fence's move: dst gets every word as it was; src keeps poison
+ * that no CAS built from a read before matches, GONE at the epoch in the
+ * partition table, and 0 in the lease word. */
+static void t_index_fence_move(void)
+{
+	enum { NS = 4 * RKV_SLOTS_PER_BUCKET };
+	const size_t words = NS + RKV_INDEX_EXTRA / 8;
+	uint64_t *src = calloc(words, 8), *dst = calloc(words, 8);
+	uint64_t *orig = calloc(words, 8);
+
+	ASSERT_TRUE(src && dst && orig);
+	for (size_t i = 0; i < NS; i++)
+		src[i] = i % 3 == 0 ? 0
+			 : (0x1234567ull * i) ^
+				   (i % 5 == 1 ? RKV_SLOT_LOCK : 0);
+	src[5] = rkv_slot_bump(77) | RKV_SLOT_MOVED; /* moved already */
+	src[NS + 7] = rkv_part_word(RKV_PART_GONE, 3);
+	src[NS + RKV_PART_WORDS] = 123456789; /* the lease word */
+	memcpy(orig, src, words * 8);
+	rkv_srv_index_fence_move(dst, src, NS, 9);
+	EXPECT_EQ(memcmp(dst, orig, words * 8), 0);
+	for (size_t i = 0; i < NS; i++) {
+		EXPECT_TRUE(src[i] != orig[i]);
+		EXPECT_TRUE(rkv_slot_moved(src[i]));
+		EXPECT_TRUE(rkv_slot_same_block(src[i], orig[i]));
+		EXPECT_EQ(rkv_slot_version(src[i]),
+			  (rkv_slot_version(orig[i]) + 1) & 0xffu);
+	}
+	for (unsigned p = 0; p < RKV_PART_WORDS; p++)
+		EXPECT_EQ_U64(src[NS + p], rkv_part_word(RKV_PART_GONE, 9));
+	EXPECT_EQ_U64(src[NS + RKV_PART_WORDS], 0);
+	free(src);
+	free(dst);
+	free(orig);
+}
+
 static void t_config_values(void)
 {
 	uint64_t v;
@@ -488,6 +524,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_space_short_grant);
 	RKV_TEST(t_space_reclaim);
 	RKV_TEST(t_index);
+	RKV_TEST(t_index_fence_move);
 	RKV_TEST(t_config_values);
 	RKV_TEST(t_config_parse);
 	RKV_TEST(t_config_print);
