@@ -200,6 +200,25 @@ static int load_next(struct admin *a, const char *cmd, struct rkv_map *n)
 	return load_map_at(a, cmd, key, "next map", n, &rev);
 }
 
+/* The next map of a change still to publish over m (as load_next).  One
+ * of epoch m's or older was published already: a run killed between
+ * publishing the map and removing "next" left it; it is removed here. */
+static int load_pending_next(struct admin *a, const char *cmd,
+			     const struct rkv_map *m, struct rkv_map *n)
+{
+	char key[RKV_REG_KEY_MAX];
+	int rc = load_next(a, cmd, n);
+
+	if (rc != 0 || n->epoch > m->epoch)
+		return rc;
+	rkv_reg_next_key(&a->u, key, sizeof(key));
+	if (rkv_etcd_delete(a->e, key) && rkv_etcd_delete(a->e, key))
+		return fail(cmd, "removing the next map of epoch %llu, "
+			    "published already: %s",
+			    (unsigned long long)n->epoch, rkv_etcd_why(a->e));
+	return 1;
+}
+
 /* The options of the clients rkv admin makes: its --timeout to connect,
  * at least 10 s an operation (long: a migration's or a rebuild's). */
 static void admin_client_opts(const struct admin *a, struct rkv_client_opts *co,
@@ -296,6 +315,9 @@ static int cmd_status(struct admin *a)
 	} else {
 		struct rkv_map *n = rkv_malloc(sizeof(*n));
 		int nx = n ? load_next(a, "status", n) : 1;
+
+		if (nx == 0 && n->epoch <= m->epoch)
+			nx = 1; /* published already (a run killed after) */
 
 		printf("map epoch %llu, %u servers", (unsigned long long)m->epoch,
 		       m->n);
@@ -661,7 +683,7 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 		rc = fail(cmd, "cluster %s has no map yet (rkv admin init)",
 			  a->u.cluster);
 	if (!rc)
-		rc = load_next(a, cmd, to);
+		rc = load_pending_next(a, cmd, m, to);
 	if (rc == 0) {
 		if (to->epoch != m->epoch + 1) {
 			rc = fail(cmd, "the next map in etcd is of epoch %llu, "
@@ -981,7 +1003,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	rc = failover_map(cmd, name, m, to); /* the map it makes */
 	if (rc)
 		goto out;
-	rc = load_next(a, cmd, next);
+	rc = load_pending_next(a, cmd, m, next);
 	if (rc == 0) {
 		if (next->epoch != to->epoch || !same_servers(next, to)) {
 			rc = fail(cmd, "a migration to epoch %llu is under way "

@@ -46,6 +46,7 @@
 
 static const char *g_prov = "tcp";
 static int g_verbs;
+static const char *g_capacity = "30000"; /* rkv-server --capacity */
 static int g_seq;
 
 #define NSRV 3
@@ -87,7 +88,7 @@ static int start_srv_at(struct env *v, unsigned i, const char *name,
 {
 	const char *extra[] = { "--name", name, "--cluster", v->url,
 				"--etcd-wait", wait_s ? wait_s : "10",
-				"--capacity", "30000",
+				"--capacity", g_capacity,
 				listen ? "--listen" : NULL, listen, NULL };
 
 	return test_srv_start(&v->s[i], g_prov, extra);
@@ -675,7 +676,7 @@ static void mig_child(const char *url, int client, const char *log,
 	uint64_t seq = 0, rnd = 0x9e3779b97f4a7c15ull * (uint64_t)(client + 1);
 	unsigned nlat = 0, errors = 0, fresh = 0;
 	uint64_t t_start = now_ns(), last_err_ms = 0;
-	int first_err = 0;
+	int first_err = 0, last_err = 0;
 	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 	if (!c || fd < 0)
@@ -701,8 +702,10 @@ static void mig_child(const char *url, int client, const char *log,
 				fresh++;
 			else if (!errors++)
 				first_err = frc;
-			if (frc)
+			if (frc) {
 				last_err_ms = rkv_now_ms();
+				last_err = frc;
+			}
 			seq++;
 			continue;
 		}
@@ -736,8 +739,10 @@ static void mig_child(const char *url, int client, const char *log,
 			ok = LIN_DONE;
 		else if (!errors++)
 			first_err = rc;
-		if (rc)
+		if (rc) {
 			last_err_ms = rkv_now_ms();
+			last_err = rc;
+		}
 		lin_log_ret(fd, client, seq, out, ok, t1);
 		if (nlat < sizeof(lat_us) / sizeof(lat_us[0]))
 			lat_us[nlat++] = (uint32_t)((t1 - t0) / 1000);
@@ -763,11 +768,12 @@ static void mig_child(const char *url, int client, const char *log,
 
 	rkv_client_stats(c, &st);
 	if (f) {
-		fprintf(f, "%u %u %llu %llu %u %u %u %llu %s\n", nlat, errors,
-			(unsigned long long)st.redirects,
+		fprintf(f, "%u %u %llu %llu %u %u %u %llu %s; the last: %s\n",
+			nlat, errors, (unsigned long long)st.redirects,
 			(unsigned long long)st.mig_waits, p99, worst, fresh,
 			(unsigned long long)last_err_ms,
-			first_err ? strerror(-first_err) : "-");
+			first_err ? strerror(-first_err) : "-",
+			last_err ? strerror(-last_err) : "-");
 		fclose(f);
 	}
 	rkv_client_destroy(c);
@@ -1028,9 +1034,9 @@ static void t_join_drain_live(void)
 		EXPECT_EQ(lin_load(path, &h, NULL), 0);
 		snprintf(path, sizeof(path), "%s/s%d", dir, i);
 		f = i < MIG_CLIENTS ? fopen(path, "r") : NULL;
-		char why[64] = "";
+		char why[128] = "";
 
-		if (f && fscanf(f, "%llu %llu %llu %llu %u %u %u %llu %63[^\n]",
+		if (f && fscanf(f, "%llu %llu %llu %llu %u %u %u %llu %127[^\n]",
 				&a, &b, &r, &w, &p, &x, &fresh[i], &le,
 				why) == 9) {
 			if (b)
@@ -1185,23 +1191,100 @@ static unsigned primary_keys(struct rkv_client *c, const char *name,
 	return n;
 }
 
+/* The map's epoch in v's cluster (0: none or etcd failed), on e. */
+static uint64_t map_epoch(struct env *v, struct rkv_etcd *e)
+{
+	struct rkv_etcd_kv kv = { 0 };
+	struct rkv_reg_url u;
+	char why[300], key[RKV_REG_KEY_MAX];
+	unsigned long long ep = 0;
+
+	if (rkv_reg_parse_url(v->url, &u, why, sizeof(why)))
+		return 0;
+	rkv_reg_map_key(&u, key, sizeof(key));
+	if (!rkv_etcd_get(e, key, &kv, NULL))
+		(void)sscanf(kv.val, "epoch %llu", &ep);
+	rkv_etcd_kv_fini(&kv);
+	return ep;
+}
+
+/* Server i killed and failed over, the failover itself stopped once it
+ * published the map (so in its rebuild), then server j killed and the
+ * failover killed: the second failure lands during the first one's
+ * re-replication.  The caller fails j over (FO_DEAD), which finishes
+ * both rebuilds.  Returns whether the rebuild was pending when j died
+ * (-1: the failover failed). */
+static int fail_over_in_rebuild(struct env *v, unsigned i, unsigned j)
+{
+	char cmd[1024];
+	struct rkv_etcd *e = NULL;
+	char why[300];
+	uint64_t ep0, end;
+	pid_t pid;
+	int published = 0, pending = 0;
+
+	if (rkv_etcd_open(v->etcd.url, 3000, &e, why, sizeof(why)))
+		return -1;
+	ep0 = map_epoch(v, e);
+	test_srv_kill(&v->s[i]);
+	for (int tries = 0; tries < 300 && is_registered(v, v->nm[i]) != 0;
+	     tries++)
+		usleep(50000);
+	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
+	pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(cmd, cmd, "admin", "--cluster", v->url, "failover",
+		      v->nm[i], (char *)NULL);
+		_exit(127);
+	}
+	end = rkv_now_ms() + 30000;
+	while (!published && rkv_now_ms() < end) {
+		published = map_epoch(v, e) > ep0;
+		if (!published)
+			usleep(1000);
+	}
+	kill(pid, SIGSTOP);
+	{
+		char out[8192];
+
+		admin(v, "status", out, sizeof(out));
+		pending = strstr(out, "rebuild") != NULL;
+	}
+	test_srv_kill(&v->s[j]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	rkv_etcd_close(e);
+	printf("#   failover %s stopped in its rebuild (%s) and %s killed\n",
+	       v->nm[i], pending ? "pending" : "already done", v->nm[j]);
+	return published ? pending : -1;
+}
+
 #define RD1_KEYS 6
 #define RD1_OP_MS 400
 
+enum fo_mode {
+	FO_KILL,  /* kill -9 */
+	FO_PAUSE, /* SIGSTOP: cut off, not dead (the caller sends SIGCONT) */
+	FO_DEAD,  /* killed already */
+};
+
 /* Kill server i (-9) and fail it over once its registration lapsed: a
  * first try killed part-way (after fo_kill_us), then a whole one.
- * pause: SIGSTOP instead of the kill (the caller sends SIGCONT).
  * Returns the ms from the kill to the map without it, or -1. */
 static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
-		      int pause)
+		      enum fo_mode mode)
 {
 	char cmd[1024], out[8192], args[64];
 	uint64_t t0 = rkv_now_ms(), t1;
-	int rc;
+	int pause = mode == FO_PAUSE, rc;
 
 	if (pause)
-		kill(v->s[i].pid, SIGSTOP); /* cut off, not dead */
-	else
+		kill(v->s[i].pid, SIGSTOP);
+	else if (mode == FO_KILL)
 		test_srv_kill(&v->s[i]);
 	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
 	snprintf(args, sizeof(args), "failover %s", v->nm[i]);
@@ -1277,13 +1360,37 @@ static unsigned misplaced(struct env *v, struct rkv_client *c, unsigned r)
 	return bad;
 }
 
+#define BULK_KEYS 20000u
+
+static int bulk_put(struct rkv_client *c, unsigned i)
+{
+	char k[32], val[48];
+	int kl = snprintf(k, sizeof(k), "bulk:%u", i);
+	int vl = snprintf(val, sizeof(val), "bulk value %u", i);
+
+	return rkv_put(c, k, (size_t)kl, val, (size_t)vl);
+}
+
+static int bulk_check(struct rkv_client *c, unsigned i)
+{
+	char k[32], want[48], got[64];
+	int kl = snprintf(k, sizeof(k), "bulk:%u", i);
+	int wl = snprintf(want, sizeof(want), "bulk value %u", i);
+	size_t gl = 0;
+	int rc = rkv_get(c, k, (size_t)kl, got, sizeof(got), &gl);
+
+	if (rc)
+		return rc;
+	return gl == (size_t)wl && !memcmp(got, want, gl) ? 0 : -EIO;
+}
+
 /* nsrv servers keeping r copies; load from MIG_CLIENTS processes (the
  * hot keys logged for the checker, fresh keys put and counted); the
  * servers of kill[0..nkill) killed and failed over one after the other.
  * Then: the history linearizable, every filler and every acknowledged
  * fresh key read back, each filler key on its r servers. */
 static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
-			  unsigned nkill, int pause)
+			  unsigned nkill, int pause, int in_rebuild)
 {
 	static const char *const names[] = { "alpha", "bravo", "charlie",
 					     "delta", "echo" };
@@ -1309,6 +1416,9 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	ASSERT_TRUE(c != NULL);
 	for (unsigned i = 0; i < MIG_FILL; i++)
 		ASSERT_EQ(test_kput(c, i, 1), 0);
+	/* a rebuild long enough to land a failure in */
+	for (unsigned i = 0; in_rebuild && i < BULK_KEYS; i++)
+		ASSERT_EQ(bulk_put(c, i), 0);
 	/* a client of the first map from a file (it cannot read etcd):
 	 * after the failover it must not write anywhere */
 	struct rkv_client *old = NULL;
@@ -1373,9 +1483,17 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 		ctr_child(v.url, stop, ctr_sum);
 	usleep(500000);
 	for (unsigned k = 0; k < nkill; k++) {
-		long ms = fail_over(&v, kill_i[k], 150000u + 200000u * k,
-				    pause);
+		long ms;
 
+		if (in_rebuild && k == 0) {
+			/* the second failure during the first rebuild */
+			EXPECT_EQ(fail_over_in_rebuild(&v, kill_i[0],
+						       kill_i[1]), 1);
+			continue;
+		}
+		ms = fail_over(&v, kill_i[k], 150000u + 200000u * k,
+			       pause ? FO_PAUSE
+			       : in_rebuild ? FO_DEAD : FO_KILL);
 		EXPECT_TRUE(ms > 0);
 		if (pause) {
 			/* bravo, paused and replaced, still serves one-sided
@@ -1452,6 +1570,18 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	       lost, bad, r);
 	EXPECT_EQ(bad, 0);
 	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
+	if (in_rebuild) {
+		unsigned blost = 0;
+
+		for (unsigned i = 0; i < BULK_KEYS; i++)
+			blost += bulk_check(d, i) != 0;
+		rc = admin(&v, "status", out, sizeof(out));
+		printf("#   %u of %u bulk keys lost; status: %s\n", blost,
+		       BULK_KEYS, strstr(out, "rebuild") ? "a rebuild pending"
+							 : "no rebuild pending");
+		EXPECT_EQ(blost, 0);
+		EXPECT_TRUE(strstr(out, "rebuild") == NULL);
+	}
 	if (old) {
 		/* the woken server fences itself once it sees the map
 		 * without it (its registration lapsed) */
@@ -1504,7 +1634,7 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	for (int i = 0; i <= MIG_CLIENTS; i++) {
 		unsigned long long a = 0, b = 0, x1, x2, le = 0;
 		unsigned p, x, fr = 0;
-		char why[64] = "";
+		char why[128] = "";
 		FILE *f;
 
 		if (i == MIG_CLIENTS)
@@ -1516,7 +1646,7 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 			break;
 		snprintf(path, sizeof(path), "%s/s%d", dir, i);
 		f = fopen(path, "r");
-		if (f && fscanf(f, "%llu %llu %llu %llu %u %u %u %llu %63[^\n]",
+		if (f && fscanf(f, "%llu %llu %llu %llu %u %u %u %llu %127[^\n]",
 				&a, &b, &x1, &x2, &p, &x, &fr, &le,
 				why) == 9) {
 			ops += a;
@@ -1581,7 +1711,7 @@ static void t_failover_r2(void)
 {
 	static const unsigned kill_i[] = { 1 };
 
-	failover_live(4, 2, kill_i, 1, 0);
+	failover_live(4, 2, kill_i, 1, 0, 0);
 }
 
 /* bravo paused (SIGSTOP) past its lease, failed over, then woken: its
@@ -1593,7 +1723,7 @@ static void t_failover_paused(void)
 	if (long_on_verbs())
 		return;
 
-	failover_live(4, 2, kill_i, 1, 1);
+	failover_live(4, 2, kill_i, 1, 1, 0);
 }
 
 static void t_failover_r3(void)
@@ -1603,7 +1733,22 @@ static void t_failover_r3(void)
 	if (long_on_verbs())
 		return;
 
-	failover_live(5, 3, kill_i, 2, 0);
+	failover_live(5, 3, kill_i, 2, 0, 0);
+}
+
+/* r = 3: alpha killed and failed over; the failover stopped in its
+ * rebuild, charlie killed then, the failover killed; charlie failed over,
+ * which finishes both rebuilds.  As failover_live, and 20,000 more keys
+ * (the rebuild's length) all read back, and no rebuild left pending. */
+static void t_failover_in_rebuild(void)
+{
+	static const unsigned kill_i[] = { 0, 2 };
+
+	if (long_on_verbs())
+		return;
+	g_capacity = "100000"; /* every key on each of the last three */
+	failover_live(5, 3, kill_i, 2, 0, 1);
+	g_capacity = "30000";
 }
 
 /* An insert whose first round read its partition as owned, and whose
@@ -1903,5 +2048,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_failover_r2);
 	RKV_TEST(t_failover_r3);
 	RKV_TEST(t_failover_paused);
+	RKV_TEST(t_failover_in_rebuild);
 	return rkv_test_done();
 }
