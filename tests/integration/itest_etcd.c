@@ -1191,6 +1191,30 @@ static unsigned primary_keys(struct rkv_client *c, const char *name,
 	return n;
 }
 
+/* Wait for server i's registration to lapse (until then a failover is
+ * refused), then start `rkv admin failover` of it, quiet.  Its pid. */
+static pid_t lapse_then_failover(struct env *v, unsigned i)
+{
+	char cmd[1024];
+	pid_t pid;
+
+	for (int tries = 0; tries < 300 && is_registered(v, v->nm[i]) != 0;
+	     tries++)
+		usleep(50000);
+	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
+	pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(cmd, cmd, "admin", "--cluster", v->url, "failover",
+		      v->nm[i], (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
 /* The map's epoch in v's cluster (0: none or etcd failed), on e. */
 static uint64_t map_epoch(struct env *v, struct rkv_etcd *e)
 {
@@ -1216,7 +1240,6 @@ static uint64_t map_epoch(struct env *v, struct rkv_etcd *e)
  * (-1: the failover failed). */
 static int fail_over_in_rebuild(struct env *v, unsigned i, unsigned j)
 {
-	char cmd[1024];
 	struct rkv_etcd *e = NULL;
 	char why[300];
 	uint64_t ep0, end;
@@ -1227,20 +1250,7 @@ static int fail_over_in_rebuild(struct env *v, unsigned i, unsigned j)
 		return -1;
 	ep0 = map_epoch(v, e);
 	test_srv_kill(&v->s[i]);
-	for (int tries = 0; tries < 300 && is_registered(v, v->nm[i]) != 0;
-	     tries++)
-		usleep(50000);
-	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
-	pid = fork();
-	if (pid == 0) {
-		int nul = open("/dev/null", O_WRONLY);
-
-		dup2(nul, 1);
-		dup2(nul, 2);
-		execl(cmd, cmd, "admin", "--cluster", v->url, "failover",
-		      v->nm[i], (char *)NULL);
-		_exit(127);
-	}
+	pid = lapse_then_failover(v, i);
 	end = rkv_now_ms() + 30000;
 	while (!published && rkv_now_ms() < end) {
 		published = map_epoch(v, e) > ep0;
@@ -1278,7 +1288,7 @@ enum fo_mode {
 static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
 		      enum fo_mode mode)
 {
-	char cmd[1024], out[8192], args[64];
+	char out[8192], args[64];
 	uint64_t t0 = rkv_now_ms(), t1;
 	int pause = mode == FO_PAUSE, rc;
 
@@ -1286,23 +1296,9 @@ static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
 		kill(v->s[i].pid, SIGSTOP);
 	else if (mode == FO_KILL)
 		test_srv_kill(&v->s[i]);
-	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
 	snprintf(args, sizeof(args), "failover %s", v->nm[i]);
-	/* its lease (5 s) lapses first: until then, refused */
-	for (int tries = 0; tries < 300 && is_registered(v, v->nm[i]) != 0;
-	     tries++)
-		usleep(50000);
-	pid_t pid = fork();
+	pid_t pid = lapse_then_failover(v, i);
 
-	if (pid == 0) {
-		int nul = open("/dev/null", O_WRONLY);
-
-		dup2(nul, 1);
-		dup2(nul, 2);
-		execl(cmd, cmd, "admin", "--cluster", v->url, "failover",
-		      v->nm[i], (char *)NULL);
-		_exit(127);
-	}
 	usleep(fo_kill_us);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
