@@ -216,7 +216,7 @@ void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
 static void round_done(struct opslot *o)
 {
 	if (o->lease_rd) {
-		uint64_t w = word_at(o, OB_LEASE);
+		uint64_t w = rkv_lease_until(word_at(o, OB_LEASE));
 
 		o->lease_rd = 0;
 		/* a promise stays true: keep the latest (0: the server

@@ -287,6 +287,29 @@ static inline int rkv_slot_moved(uint64_t s)
 #define RKV_INDEX_TAIL_SIZE 64u
 #define RKV_INDEX_EXTRA (RKV_PART_TABLE_SIZE + RKV_INDEX_TAIL_SIZE)
 
+/* The lease word carries its time in 44 bits (ms: until the year 2527)
+ * and 20 bits of check, so a READ torn by the server's store (a software
+ * provider copies with the kernel, not in one 8-byte access) reads as 0:
+ * no promise, never a later time than was written. */
+static inline uint64_t rkv_lease_check(uint64_t ms)
+{
+	return (ms * 0x9e3779b97f4a7c15ull) >> 44;
+}
+
+static inline uint64_t rkv_lease_word(uint64_t until_ms)
+{
+	until_ms &= (1ull << 44) - 1;
+	return until_ms << 20 | rkv_lease_check(until_ms);
+}
+
+/* The time a lease word promises (0: none, or a torn word). */
+static inline uint64_t rkv_lease_until(uint64_t w)
+{
+	uint64_t ms = w >> 20;
+
+	return (w & 0xfffffu) == rkv_lease_check(ms) ? ms : 0;
+}
+
 enum rkv_part_state {
 	RKV_PART_OWNED = 0,
 	RKV_PART_FROZEN = 1,

@@ -495,7 +495,7 @@ void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms)
 
 	if (atomic_load(&srv->removed))
 		until_ms = 0;
-	__atomic_store_n(w, until_ms, __ATOMIC_RELEASE);
+	__atomic_store_n(w, rkv_lease_word(until_ms), __ATOMIC_RELEASE);
 }
 
 const char *rkv_srv_addr(const struct rkv_srv *srv)

@@ -631,6 +631,16 @@ int sw_ep_fd_pop(struct sw_ep *ep);
 /* Make the writes and reads of data carried by a message visible to
  * ThreadSanitizer as ordered when both ends live in one process. */
 void sw_hb_release(void);
+/*
+ * Around copying READ payloads out of registered memory: ThreadSanitizer
+ * is told to ignore those reads.  The target's own threads may change
+ * that memory meanwhile (rkv-server's lease word: an 8-byte store by its
+ * registration thread), as its CPU may under a NIC's DMA: a READ is not
+ * ordered with them and its readers check what they get.  No-ops outside
+ * TSan builds.
+ */
+void sw_tsan_region_reads_begin(void);
+void sw_tsan_region_reads_end(void);
 void sw_hb_acquire(void);
 
 /* sw_gpu.c: the datapath of GPU memory (ep->lock held) */

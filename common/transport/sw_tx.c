@@ -84,13 +84,15 @@ static void tx_append(struct sw_ep *ep, const void *p, size_t n)
 void sw_ep_tx_commit(struct sw_ep *ep)
 {
 	size_t skip = 0;
-	bool direct = false;
+	bool direct = false, region = ep->tx_refs_region;
 
 	if (!ep->niov)
 		return;
 	if (ep->closed || ep->io_err)
 		goto out;
 	sw_hb_release();
+	if (region)
+		sw_tsan_region_reads_begin();
 	if (!ep->tx_len) {
 		ssize_t n;
 
@@ -115,6 +117,8 @@ void sw_ep_tx_commit(struct sw_ep *ep)
 		tx_append(ep, (uint8_t *)ep->iov[i].iov_base + skip, l - skip);
 		skip = 0;
 	}
+	if (region)
+		sw_tsan_region_reads_end();
 	if (!direct && !ep->io_err)
 		sw_ep_tx_flush(ep);
 out:

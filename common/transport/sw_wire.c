@@ -42,6 +42,25 @@ void sw_hb_acquire(void)
 #endif
 }
 
+#ifdef SW_TSAN
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+#endif
+
+void sw_tsan_region_reads_begin(void)
+{
+#ifdef SW_TSAN
+	AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+#endif
+}
+
+void sw_tsan_region_reads_end(void)
+{
+#ifdef SW_TSAN
+	AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+}
+
 /* ---------------------------------------------------------------- headers */
 static void put32(uint8_t *p, uint32_t v)
 {

@@ -963,6 +963,38 @@ static void t_msg_fuzz_seeds(void)
 	EXPECT_TRUE(seeds >= 19);
 }
 
+/* The lease word: round trip, and a word torn between two stores (any
+ * byte from either) never promises a time later than the later one. */
+static void t_lease_word(void)
+{
+	const uint64_t t0 = 1796515200000ull; /* 2026-12-06 */
+	unsigned torn = 0, valid = 0;
+
+	EXPECT_EQ_U64(rkv_lease_until(rkv_lease_word(t0)), t0);
+	EXPECT_EQ_U64(rkv_lease_until(0), 0);
+	EXPECT_EQ_U64(rkv_lease_until(rkv_lease_word(0)), 0);
+	for (uint64_t d = 1; d < 5000; d += 7) {
+		uint64_t a = rkv_lease_word(t0 + d * 997),
+			 b = rkv_lease_word(t0 + d * 997 + 1000 + d);
+
+		for (unsigned mask = 1; mask < 255; mask++) {
+			uint64_t w = 0, u;
+
+			for (unsigned k = 0; k < 8; k++)
+				w |= ((mask >> k & 1 ? b : a) >> (8 * k) & 0xff)
+				     << (8 * k);
+			u = rkv_lease_until(w);
+			torn++;
+			valid += u != 0;
+			EXPECT_TRUE(u == 0 || u == rkv_lease_until(a) ||
+				    u == rkv_lease_until(b) ||
+				    u <= rkv_lease_until(b));
+		}
+	}
+	printf("#   %u torn words, %u of them read as a time\n", torn,
+	       valid);
+}
+
 int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, 60);
@@ -983,5 +1015,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_msg_auth);
 	RKV_TEST(t_msg_rkey);
 	RKV_TEST(t_msg_fuzz_seeds);
+	RKV_TEST(t_lease_word);
 	return rkv_test_done();
 }
