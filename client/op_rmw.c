@@ -292,7 +292,8 @@ void rmw_absent(struct opslot *o)
 	 * a tombstone that commits locked (op_ins.c), then goes on as a
 	 * write of a present key (rmw_locked_new) */
 	if (o->kind->wmode == WM_DEL) {
-		op_finish(o, -ENOENT);
+		if (op_lease_ok(o))
+			op_finish(o, -ENOENT);
 		return;
 	}
 	rc = nb_make_tomb(o, 0);
@@ -398,6 +399,10 @@ static void released(struct opslot *o)
 	} else {
 		cache_store(o->c, o, o->slot_pos, o->newslot,
 			    rkv_slot_size(o->newslot), NULL);
+		/* nothing written: the answer is what the primary read (at
+		 * r > 1 its lease must cover it, op.c op_lease_ok) */
+		if (o->repl.nlegs && !op_lease_ok(o))
+			return;
 		op_finish(o, o->rmw.action < 0 ? o->rmw.action : 0);
 	}
 }

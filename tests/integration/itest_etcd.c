@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -868,6 +869,20 @@ static void rm_dir(const char *dir)
 	}
 }
 
+/* fork(), the child killed when this process dies (a test cut short by
+ * its watchdog leaves no load running). */
+static pid_t fork_child(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+	}
+	return pid;
+}
+
 /* MIG_CLIENTS mig_child processes logging into dir, until stop exists. */
 static void spawn_clients(const char *url, const char *dir, const char *stop,
 			  pid_t *kids)
@@ -877,7 +892,7 @@ static void spawn_clients(const char *url, const char *dir, const char *stop,
 
 		snprintf(log, sizeof(log), "%s/h%d", dir, i);
 		snprintf(sum, sizeof(sum), "%s/s%d", dir, i);
-		kids[i] = fork();
+		kids[i] = fork_child();
 		if (kids[i] == 0)
 			mig_child(url, i, log, stop, sum);
 	}
@@ -950,7 +965,7 @@ static void t_join_drain_live(void)
 	snprintf(stop, sizeof(stop), "%s/stop", dir);
 	spawn_clients(v.url, dir, stop, kids);
 	snprintf(scan_sum, sizeof(scan_sum), "%s/scan", dir);
-	scanner = fork();
+	scanner = fork_child();
 	if (scanner == 0)
 		scan_child(v.url, stop, scan_sum);
 	usleep(300000);
@@ -1202,7 +1217,7 @@ static pid_t lapse_then_failover(struct env *v, unsigned i)
 	     tries++)
 		usleep(50000);
 	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
-	pid = fork();
+	pid = fork_child();
 	if (pid == 0) {
 		int nul = open("/dev/null", O_WRONLY);
 
@@ -1474,7 +1489,7 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	pid_t ctr_pid;
 
 	snprintf(ctr_sum, sizeof(ctr_sum), "%s/ctrs", dir);
-	ctr_pid = fork();
+	ctr_pid = fork_child();
 	if (ctr_pid == 0)
 		ctr_child(v.url, stop, ctr_sum);
 	usleep(500000);
@@ -1884,7 +1899,7 @@ static void t_join_killed(void)
 	for (unsigned i = 0; i < MIG_FILL; i++)
 		ASSERT_EQ(test_kput(c, i, 1), 0);
 	snprintf(cmd, sizeof(cmd), "%s/rkv", test_bin_dir());
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 
 	if (pid == 0) {
 		int nul = open("/dev/null", O_WRONLY);
@@ -2025,7 +2040,7 @@ static void t_restart_after_join(void)
 
 int main(int argc, char **argv)
 {
-	g_prov = test_itest_init(argc, argv, 600);
+	g_prov = test_itest_init(argc, argv, 840);
 	if (!g_prov)
 		return 77;
 	g_verbs = !strcmp(g_prov, "verbs");
