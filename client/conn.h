@@ -98,14 +98,13 @@ static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 /* The lease word (layout.h: the index region's tail). */
 static inline uint64_t peer_lease_addr(const struct peer *p)
 {
-	return p->g.index_addr + p->g.nbuckets * RKV_BUCKET_SIZE +
-	       RKV_PART_TABLE_SIZE;
+	return p->g.index_addr + rkv_index_lease_off(p->g.nbuckets);
 }
 
 /* The partition table's word of partition part (layout.h). */
 static inline uint64_t peer_part_addr(const struct peer *p, unsigned part)
 {
-	return p->g.index_addr + p->g.nbuckets * RKV_BUCKET_SIZE + part * 8u;
+	return p->g.index_addr + rkv_index_part_off(p->g.nbuckets) + part * 8u;
 }
 
 #endif

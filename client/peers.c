@@ -222,13 +222,21 @@ static void poll_map(struct rkv_client *c, uint64_t now, int force)
 
 void peers_heal(struct rkv_client *c)
 {
-	uint64_t now = rkv_coarse_ms();
-	int polled = 0, lapsed = c->lease_lapsed_ms &&
-				 now - c->lease_lapsed_ms < LEASE_POLL_MS;
+	uint64_t now;
+	int polled = 0, lapsed = 0;
 
+	/* (the common case: one test of each field, no clock read) */
 	if (c->healing ||
-	    (!c->ndown && !lapsed &&
+	    (!c->ndown && !c->lease_lapsed_ms &&
 	     c->eng.links_failed == c->links_failed_seen))
+		return;
+	now = rkv_coarse_ms();
+	if (c->lease_lapsed_ms && now - c->lease_lapsed_ms < LEASE_POLL_MS)
+		lapsed = 1;
+	else
+		c->lease_lapsed_ms = 0;
+	if (!c->ndown && !lapsed &&
+	    c->eng.links_failed == c->links_failed_seen)
 		return;
 	c->healing = 1;
 	c->links_failed_seen = c->eng.links_failed;

@@ -287,6 +287,18 @@ static inline int rkv_slot_moved(uint64_t s)
 #define RKV_INDEX_TAIL_SIZE 64u
 #define RKV_INDEX_EXTRA (RKV_PART_TABLE_SIZE + RKV_INDEX_TAIL_SIZE)
 
+/* Byte offsets in the index region of nbuckets buckets: the partition
+ * table, and the lease word (the tail's first word). */
+static inline uint64_t rkv_index_part_off(uint64_t nbuckets)
+{
+	return nbuckets * RKV_BUCKET_SIZE;
+}
+
+static inline uint64_t rkv_index_lease_off(uint64_t nbuckets)
+{
+	return rkv_index_part_off(nbuckets) + RKV_PART_TABLE_SIZE;
+}
+
 /* The lease word carries its time in 44 bits (ms: until the year 2527)
  * and 20 bits of check, so a READ torn by the server's store (a software
  * provider copies with the kernel, not in one 8-byte access) reads as 0:

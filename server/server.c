@@ -481,8 +481,7 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 {
 	uint64_t *tab = (uint64_t *)(void *)((char *)srv->index_mem +
-					     srv->cfg.nbuckets *
-						     RKV_BUCKET_SIZE);
+					     rkv_index_part_off(srv->cfg.nbuckets));
 
 	__atomic_store_n(&tab[part], word, __ATOMIC_RELEASE);
 }
@@ -490,8 +489,7 @@ void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms)
 {
 	uint64_t *w = (uint64_t *)(void *)((char *)srv->index_mem +
-					   srv->cfg.nbuckets * RKV_BUCKET_SIZE +
-					   RKV_PART_TABLE_SIZE);
+					   rkv_index_lease_off(srv->cfg.nbuckets));
 
 	if (atomic_load(&srv->removed))
 		until_ms = 0;
