@@ -178,6 +178,7 @@ static int take_servers(struct rkv_client *c)
 		return -EINVAL;
 	}
 	c->r = rkv_map_r(c->map);
+	c->nlegs = c->r > 1 ? c->r : 0;
 	c->nsrv = c->map->n;
 	c->peer_cap = c->nsrv;
 	if (c->opts.cluster_file && rkv_reg_is_url(c->opts.cluster_file)) {
@@ -190,6 +191,7 @@ static int take_servers(struct rkv_client *c)
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
 		c->owner[p] = c->map->owner[p];
 		memcpy(c->rep[p], c->map->rep[p], sizeof(c->rep[p]));
+		c->nrep[p] = c->map->nrep[p];
 	}
 	c->nslots = c->opts.max_inflight;
 	return 0;
@@ -278,7 +280,7 @@ static int make_lmem(struct rkv_client *c)
 	c->op_buf_size = (OB_BLOCKS + (size_t)maxblk + 4095) & ~(size_t)4095;
 	c->new_blk_size = ((size_t)maxblk + 4095) & ~(size_t)4095;
 	c->lmem_len = c->nslots * (c->op_buf_size + c->new_blk_size) +
-		      (size_t)c->nslots * (c->r - 1) * c->op_buf_size +
+		      (size_t)c->nslots * c->nlegs * c->op_buf_size +
 		      (size_t)c->peer_cap * CTRL_MEM +
 		      AUX_CALLS * sizeof(uint64_t);
 	c->lmem = mmap(NULL, c->lmem_len, PROT_READ | PROT_WRITE,
@@ -316,7 +318,7 @@ static int carve(struct rkv_client *c)
 		for (unsigned i = 0; i < c->nslots; i++) {
 			repl_slot_init(&c->slots[i], &c->legs[i * REPL_LEGS],
 				       p, c->op_buf_size, c->eng.lmr->lkey);
-			p += (size_t)(c->r - 1) * c->op_buf_size;
+			p += (size_t)c->nlegs * c->op_buf_size;
 		}
 	}
 	c->ctrl_mem = p;
@@ -491,9 +493,9 @@ unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,
 	if (c->r < 2)
 		return 1;
 	rep = c->rep[part];
-	for (unsigned i = 1; i < c->r && i < cap; i++)
+	for (unsigned i = 1; i < c->nrep[part] && i < cap; i++)
 		out[i] = rep[i];
-	return c->r;
+	return c->nrep[part];
 }
 
 void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
@@ -514,7 +516,7 @@ void rkv_client_stats(const struct rkv_client *c, struct rkv_client_stats *st)
 		if (c->r > 1 && c->map) {
 			const uint16_t *rep = c->rep[p];
 
-			for (unsigned i = 1; i < c->r; i++)
+			for (unsigned i = 1; i < c->nrep[p]; i++)
 				bad |= rkv_client_server_status(c, rep[i]) != 0;
 		}
 		st->parts_degraded += bad;

@@ -93,10 +93,15 @@ struct rkv_client {
 	struct rkv_map *map;
 	struct rkv_map *next;    /* the map a migration moves to, or NULL */
 	unsigned r;              /* replication factor (rkv_map_r) */
+	unsigned nlegs;          /* legs per slot: r when r > 1 (r - 1
+				  * backups, and one more for a server in
+				  * transit, cmap.h), else 0 */
 	struct leg *legs;        /* REPL_LEGS per slot when r > 1 */
 	uint16_t owner[RKV_MAP_PARTS]; /* partition -> peer index */
-	/* partition -> its replicas' peer indices, primary first (r > 1) */
-	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_REPLICAS_MAX];
+	/* partition -> its replicas' peer indices, primary first (r > 1),
+	 * nrep[p] of them */
+	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_SET_MAX];
+	uint8_t nrep[RKV_MAP_PARTS];
 	struct peer *peer;       /* peer[i] for i < map->n: map->srv[i] */
 	struct space *space;     /* space[i]: ours on peer[i] */
 	struct link *links[MAX_SERVERS];

@@ -197,9 +197,11 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 		owner[p] = (uint16_t)idx[m->owner[p]];
 	memcpy(c->owner, owner, sizeof(owner));
-	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
-		for (unsigned k = 0; k < r; k++)
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		for (unsigned k = 0; k < m->nrep[p]; k++)
 			c->rep[p][k] = (uint16_t)idx[m->rep[p][k]];
+		c->nrep[p] = m->nrep[p];
+	}
 	rkv_free(c->map);
 	c->map = m;
 	if (c->next && c->next->epoch <= m->epoch) {

@@ -246,6 +246,7 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 			reply.u.hello_reply.fence_epoch, o->map_epoch);
 		return -ESTALE;
 	}
+	p->hello_epoch = o->map_epoch;
 	if (p->check_name &&
 	    strcmp(reply.u.hello_reply.server_name, p->name) != 0) {
 		eng_log(e, RKV_LOG_ERROR,

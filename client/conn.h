@@ -48,6 +48,9 @@ struct peer {
 	unsigned backoff_ms;      /* wait after the next failed attempt */
 	uint32_t fenced_at;       /* HELLO refused -ESTALE: the server's fence
 				   * epoch (a failover's next map) */
+	uint32_t hello_epoch;     /* the map epoch the connection was made
+				   * under (a fence that closes it is of a
+				   * later one) */
 	int out_of_map;           /* the client's map no longer has it (failed
 				   * over): not reconnected */
 	/* g.leased: the latest lease word read (CLOCK_REALTIME ms; 0: none

@@ -47,6 +47,7 @@ struct copy {
 	uint64_t slot;           /* slot number in that server's index */
 	uint64_t w;              /* its word as read */
 	uint64_t seq;            /* its block's sequence */
+	uint32_t grant;          /* its block's grant (the cleanup returns it) */
 	uint8_t del;             /* a tombstone */
 };
 
@@ -81,21 +82,43 @@ unsigned rkv_fo_parts(const struct rkv_map *from, const char *dead,
 		      uint8_t *parts)
 {
 	int d = rkv_map_find(from, dead);
-	unsigned r = rkv_map_r(from), n = 0;
+	unsigned n = 0;
 
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
-		parts[p] = 0;
-		for (unsigned k = 0; d >= 0 && k < r; k++)
-			if (from->rep[p][k] == (uint16_t)d)
-				parts[p] = 1;
+		parts[p] = d >= 0 && rkv_map_holds(from, p, (unsigned)d);
+		n += parts[p];
+	}
+	return n;
+}
+
+/* Whether partition p has the same replicas, in the same order, by name,
+ * in x and y. */
+static int same_set(const struct rkv_map *x, const struct rkv_map *y,
+		    unsigned p)
+{
+	if (x->nrep[p] != y->nrep[p])
+		return 0;
+	for (unsigned k = 0; k < x->nrep[p]; k++)
+		if (strcmp(x->srv[x->rep[p][k]].name, y->srv[y->rep[p][k]].name))
+			return 0;
+	return 1;
+}
+
+unsigned rkv_fo_parts_moved(const struct rkv_map *from,
+			    const struct rkv_map *to, uint8_t *parts)
+{
+	unsigned n = 0;
+
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		parts[p] = !same_set(from, to, p);
 		n += parts[p];
 	}
 	return n;
 }
 
 /* A client of the new map (its epoch in every HELLO). */
-static int open_client(struct fo *f, const struct rkv_fo_opts *o, char *why,
-		       size_t why_len)
+static int open_client_of(struct fo *f, const struct rkv_fo_opts *o,
+			  const struct rkv_map *map, char *why, size_t why_len)
 {
 	struct rkv_client_opts co = *o->base;
 	int rc;
@@ -108,10 +131,10 @@ static int open_client(struct fo *f, const struct rkv_fo_opts *o, char *why,
 	co.cluster_file = NULL;
 	co.max_inflight = INFLIGHT;
 	co.read_only = 0;
-	rc = client_create_map(&co, o->to, &f->c);
+	rc = client_create_map(&co, map, &f->c);
 	if (rc)
 		return say(f, rc, "cannot connect to the servers of map epoch "
-			   "%llu: %s", (unsigned long long)o->to->epoch,
+			   "%llu: %s", (unsigned long long)map->epoch,
 			   strerror(-rc));
 	for (unsigned i = 0; i < f->c->nsrv; i++)
 		if (f->c->peer[i].down)
@@ -120,6 +143,12 @@ static int open_client(struct fo *f, const struct rkv_fo_opts *o, char *why,
 				   f->c->peer[i].label,
 				   strerror(-f->c->peer[i].down));
 	return 0;
+}
+
+static int open_client(struct fo *f, const struct rkv_fo_opts *o, char *why,
+		       size_t why_len)
+{
+	return open_client_of(f, o, o->to, why, why_len);
 }
 
 static void close_client(struct fo *f)
@@ -136,10 +165,39 @@ static void close_client(struct fo *f)
 	rkv_client_destroy(f->c);
 }
 
+/* The servers of to, and with fence_from those of from it lacks (a
+ * drain's), as a map of to's epoch. */
+static struct rkv_map *fence_map(const struct rkv_fo_opts *o)
+{
+	struct rkv_map *m = rkv_malloc(sizeof(*m));
+
+	if (!m)
+		return NULL;
+	*m = *o->to;
+	for (unsigned i = 0; o->fence_from && i < o->from->n; i++)
+		if (rkv_map_find(m, o->from->srv[i].name) < 0 &&
+		    rkv_map_add(m, o->from->srv[i].name, o->from->srv[i].addr,
+				NULL, 0)) {
+			rkv_free(m);
+			return NULL;
+		}
+	for (unsigned i = 0; i < m->n; i++)
+		m->srv[i].state = RKV_MAP_MEMBER;
+	rkv_map_place(m);
+	return m;
+}
+
 int rkv_fo_fence(const struct rkv_fo_opts *o, char *why, size_t why_len)
 {
 	struct fo f;
-	int rc = open_client(&f, o, why, why_len);
+	struct rkv_map *fm = fence_map(o);
+	int rc;
+
+	if (!fm) {
+		snprintf(why, why_len, "out of memory");
+		return -ENOMEM;
+	}
+	rc = open_client_of(&f, o, fm, why, why_len);
 
 	for (unsigned i = 0; !rc && i < f.c->nsrv; i++) {
 		struct rkv_msg m, reply;
@@ -163,6 +221,81 @@ int rkv_fo_fence(const struct rkv_fo_opts *o, char *why, size_t why_len)
 		else if (rc)
 			rc = say(&f, rc, "fencing server %s: %s",
 				 f.c->peer[i].label, strerror(-rc));
+	}
+	close_client(&f);
+	rkv_free(fm);
+	return rc;
+}
+
+/* ------------------------------------------------- partition words */
+
+int rkv_fo_own(const struct rkv_fo_opts *o, char *why, size_t why_len)
+{
+	const size_t len = RKV_PART_WORDS * 8u;
+	struct fo f;
+	int rc = open_client(&f, o, why, why_len);
+
+	if (!rc) {
+		f.buf = rkv_malloc(len);
+		if (!f.buf)
+			rc = say(&f, -ENOMEM, "out of memory");
+	}
+	if (!rc) {
+		rc = rkv_mr_reg(f.c->eng.tp, f.buf, len,
+				RKV_ACCESS_LOCAL_WRITE, &f.mr);
+		if (rc)
+			rc = say(&f, rc, "cannot register memory: %s",
+				 strerror(-rc));
+	}
+	for (unsigned si = 0; !rc && si < f.c->nsrv; si++) {
+		struct peer *p = &f.c->peer[si];
+		struct rkv_wr wr = { .opcode = RKV_WR_READ, .local = f.buf,
+				     .length = (uint32_t)len,
+				     .lkey = f.mr->lkey,
+				     .remote_addr = peer_part_addr(p, 0),
+				     .rkey = p->ctrl.keys.index };
+
+		rc = aux_run(f.c, p, &wr, NULL);
+		if (rc) {
+			rc = say(&f, rc, "server %s: READ of the partition "
+				 "table: %s", p->label, strerror(-rc));
+			break;
+		}
+		for (unsigned q = 0; !rc && q < RKV_MAP_PARTS; q++) {
+			uint64_t w, want, old = 0;
+
+			if (!o->parts[q])
+				continue;
+			memcpy(&w, f.buf + (size_t)q * 8, 8);
+			/* a copy here: its owner's word (backups' words are
+			 * read once they are promoted); none: gone at this
+			 * epoch, where a client that meets it finds the map
+			 * that says where the partition is */
+			if (rkv_map_holds(o->to, q, si))
+				want = rkv_part_state(w) == RKV_PART_OWNED
+					       ? w
+					       : rkv_part_word(RKV_PART_OWNED, 0);
+			else
+				want = rkv_part_state(w) == RKV_PART_GONE
+					       ? w
+					       : rkv_part_word(RKV_PART_GONE,
+							       (uint32_t)o->to->epoch);
+			if (want == w)
+				continue;
+			struct rkv_wr cas = { .opcode = RKV_WR_CAS,
+					      .remote_addr = peer_part_addr(p, q),
+					      .rkey = p->ctrl.keys.index,
+					      .compare_add = w, .swap = want };
+
+			rc = aux_run(f.c, p, &cas, &old);
+			if (!rc && old != w)
+				rc = -EAGAIN;
+			if (rc)
+				rc = say(&f, rc, "server %s: partition %u's "
+					 "word: %s", p->label, q,
+					 rc == -EAGAIN ? "changed meanwhile"
+						       : strerror(-rc));
+		}
 	}
 	close_client(&f);
 	return rc;
@@ -201,6 +334,7 @@ static int add_copy(struct fo *f, unsigned si, uint64_t slot, uint64_t w,
 	cp->slot = slot;
 	cp->w = w;
 	cp->seq = b->h->version;
+	cp->grant = b->h->grant;
 	cp->del = (b->h->flags & RKV_BLOCK_F_DELETED) != 0;
 	f->ncp++;
 	return 0;
@@ -357,10 +491,7 @@ static int was_replica(const struct fo *f, unsigned part, unsigned si)
 	const struct rkv_map *from = f->o->from;
 	int old = rkv_map_find(from, f->o->to->srv[si].name);
 
-	for (unsigned k = 0; old >= 0 && k < rkv_map_r(from); k++)
-		if (from->rep[part][k] == (uint16_t)old)
-			return 1;
-	return 0;
+	return old >= 0 && rkv_map_holds(from, part, (unsigned)old);
 }
 
 /* One key's copies g[0..n): sorted by server, then sequence downwards. */
@@ -368,7 +499,7 @@ static int reconcile_key(struct fo *f, struct copy *g, size_t n,
 			 struct rkv_fo_stats *st, uint8_t *fix)
 {
 	const uint16_t *rep = f->c->rep[g[0].part];
-	unsigned r = f->c->r, prim = rep[0];
+	unsigned r = f->c->nrep[g[0].part], prim = rep[0];
 	const struct copy *best = NULL;
 	uint64_t h = 0;
 	int live, rc = 0;
@@ -569,4 +700,37 @@ int rkv_fo_rebuild(const struct rkv_fo_opts *o, struct rkv_fo_stats *st,
 		   char *why, size_t why_len)
 {
 	return run(o, st, why, why_len, 1);
+}
+
+int rkv_fo_cleanup(const struct rkv_fo_opts *o, struct rkv_fo_stats *st,
+		   char *why, size_t why_len)
+{
+	uint64_t t0 = rkv_now_ms();
+	struct fo f;
+	int rc = open_client(&f, o, why, why_len);
+
+	f.live = 1; /* clients of the map write their own copies meanwhile */
+	if (!rc)
+		rc = walk_all(&f);
+	for (size_t i = 0; !rc && i < f.ncp; i++) {
+		const struct copy *cp = &f.cp[i];
+		int r2;
+
+		if (rkv_map_holds(o->to, cp->part, cp->srv))
+			continue;
+		/* no replica of its key: no client of this map writes or
+		 * reads it, and older clients are fenced */
+		r2 = slot_cas(&f, cp, 0);
+		if (r2 == -EAGAIN)
+			continue;
+		rc = r2;
+		if (!rc) {
+			space_return(&f.c->space[cp->srv], rkv_slot_offset(cp->w),
+				     rkv_slot_size(cp->w), cp->grant);
+			st->dropped++;
+		}
+	}
+	close_client(&f); /* sends the returns */
+	st->elapsed_ms += rkv_now_ms() - t0;
+	return rc;
 }

@@ -45,6 +45,8 @@ struct rkv_fo_stats {
 	uint64_t unlocked;         /* locks of fenced writers released */
 	uint64_t fixed;            /* keys written again before publishing */
 	uint64_t rebuilt;          /* keys written again after */
+	uint64_t dropped;          /* copies emptied on servers that left
+				    * their key's replica set (cleanup) */
 	uint64_t elapsed_ms;
 };
 
@@ -54,6 +56,8 @@ struct rkv_fo_opts {
 	/* the partitions to reconcile and rebuild (1: the dead server held
 	 * a copy): rkv_fo_parts fills it */
 	const uint8_t *parts;
+	/* fence from's servers that to lacks too (a drain's: alive) */
+	int fence_from;
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *arg;
 };
@@ -62,10 +66,23 @@ struct rkv_fo_opts {
  * server named dead; returns how many. */
 unsigned rkv_fo_parts(const struct rkv_map *from, const char *dead,
 		      uint8_t *parts);
+/* parts[p] = 1 for every partition whose replicas (by name and order)
+ * differ between from and to; returns how many. */
+unsigned rkv_fo_parts_moved(const struct rkv_map *from,
+			    const struct rkv_map *to, uint8_t *parts);
 int rkv_fo_fence(const struct rkv_fo_opts *o, char *why, size_t why_len);
+/* The partition words of parts on every server of to: OWNED where it
+ * holds a copy, GONE (at to's epoch) where not.  Between the fence and
+ * the publish. */
+int rkv_fo_own(const struct rkv_fo_opts *o, char *why, size_t why_len);
 int rkv_fo_reconcile(const struct rkv_fo_opts *o, struct rkv_fo_stats *st,
 		     char *why, size_t why_len);
 int rkv_fo_rebuild(const struct rkv_fo_opts *o, struct rkv_fo_stats *st,
+		   char *why, size_t why_len);
+/* After to is published: every copy of parts on a server of to that is
+ * not in its key's replica set there (a join or drain moved the set) is
+ * emptied and its block returned. */
+int rkv_fo_cleanup(const struct rkv_fo_opts *o, struct rkv_fo_stats *st,
 		   char *why, size_t why_len);
 
 #ifdef __cplusplus

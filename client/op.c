@@ -236,6 +236,35 @@ static void round_done(struct opslot *o)
 	}
 }
 
+/*
+ * A server of the op closed us for a newer map (a fence: a failover,
+ * join or drain), or refused us for one: the op waits for that map
+ * rather than fail (nothing of it was posted there, or it only read).
+ * err: the op's error on peer p.  1 if it waits.
+ */
+static int op_refenced(struct opslot *o, const struct peer *p, int err)
+{
+	struct rkv_client *c = o->c;
+
+	if (!c->moved)
+		return 0; /* a static map: nothing newer will come */
+	/* the fence is of a map newer than the connection's */
+	if (p->link.fenced && c->newer_epoch <= p->hello_epoch)
+		c->newer_epoch = p->hello_epoch + 1;
+	if (c->newer_epoch > c->map->epoch) {
+		op_wait(o, MIG_EPOCH);
+		return 1;
+	}
+	/* refused before the map was read anew, or an rkey revoked by the
+	 * fence before its close came in: again in a moment, where the
+	 * map then says (the deadline bounds it) */
+	if (err == -ESTALE || err == -EACCES || p->link.fenced) {
+		op_wait(o, LEASE_WAIT);
+		return 1;
+	}
+	return 0;
+}
+
 /* A WR of round parity par (signaled: its last) completed. */
 static void wr_done(struct opslot *o, unsigned par, int last,
 		    const struct rkv_wc *wc)
@@ -253,6 +282,8 @@ static void wr_done(struct opslot *o, unsigned par, int last,
 	}
 	if (!last)
 		return;
+	if (o->err && !o->kind->writes && op_refenced(o, o->p, o->err))
+		return; /* a read: it changed nothing */
 	if (o->err)
 		op_finish(o, o->err);
 	else
@@ -366,6 +397,9 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms)
 		int rc = repl_begin(o);
 
 		if (rc) {
+			/* a backup down: nothing of this attempt posted */
+			if (rc == -ESTALE && op_refenced(o, o->p, rc))
+				return;
 			op_finish(o, rc);
 			return;
 		}
@@ -420,6 +454,8 @@ void op_redirect(struct opslot *o, unsigned si)
 	o->rmw = (struct rmw_state){ 0 };
 	o->old_grant = 0;
 	rc = op_place(o, si);
+	if (rc && op_refenced(o, o->p, rc))
+		return;
 	if (!rc && o->p->g.read_only && o->kind->writes)
 		rc = -EACCES;
 	if (rc) {
@@ -467,7 +503,7 @@ static void op_start(struct opslot *o)
 		}
 		/* every write is an rmw with its legs (op_repl.c) */
 		o->kind = repl_kind(o->kind);
-		o->repl.nlegs = c->r - 1;
+		o->repl.nlegs = c->nlegs;
 		o->x_try = 0;
 	}
 	if (c->newer_epoch > c->map->epoch) {
@@ -478,8 +514,10 @@ static void op_start(struct opslot *o)
 	}
 	rc = op_place(o, c->owner[o->part]);
 	if (rc) {
-		/* a dead server costs its own keys only (peers.c) */
-		op_finish(o, rc);
+		/* a dead server costs its own keys only (peers.c); one
+		 * that fenced us has a newer map */
+		if (!op_refenced(o, o->p, rc))
+			op_finish(o, rc);
 		return;
 	}
 	op_attempt_at(o, o->t_op_ms);

@@ -275,10 +275,15 @@ struct leg {
 	struct rkv_wr wr[ROUND_MAX_WR];
 };
 
-#define REPL_LEGS (RKV_MAP_REPLICAS_MAX - 1)
+/* a backup each, and one for a server in transit (cmap.h) */
+#define REPL_LEGS (RKV_MAP_SET_MAX - 1)
 
 struct repl_state {
-	unsigned nlegs;          /* r - 1 while the op writes; 0: none */
+	unsigned nlegs;          /* the slot's legs while the op writes (0:
+				  * none); the key's backups use the first
+				  * nact, the others idle or settle a stale
+				  * round */
+	unsigned nact;
 	int install;             /* the primary waits for the legs */
 	int err;                 /* a leg failed: the write fails */
 	int fresh;               /* the key had no slot on the primary */

@@ -606,7 +606,11 @@ int repl_begin(struct opslot *o)
 	o->repl.fresh = 0;
 	o->repl.seq = 0;
 	o->repl.rtt0 = o->op->rtts;
-	for (unsigned i = 0; i < o->repl.nlegs; i++) {
+	/* the key's backups: r - 1, or r while a server is in transit */
+	o->repl.nact = c->nrep[o->part] - 1u;
+	if (o->repl.nact > o->repl.nlegs)
+		o->repl.nact = o->repl.nlegs;
+	for (unsigned i = 0; i < o->repl.nact; i++) {
 		struct peer *p = &c->peer[rep[i + 1]];
 
 		if (p->down || p->link.dead)
@@ -615,6 +619,20 @@ int repl_begin(struct opslot *o)
 	for (unsigned i = 0; i < o->repl.nlegs; i++) {
 		struct leg *l = &o->leg[i];
 
+		if (i >= o->repl.nact) {
+			/* no backup for it this time: idle, or settling a
+			 * round of an earlier op (which holds the install
+			 * back until it is in: leg_settled) */
+			l->pending = 0;
+			l->nrounds = 0;
+			if (l->busy) {
+				l->stale = 1;
+				continue;
+			}
+			leg_drop(l);
+			l->step = LEG_IDLE;
+			continue;
+		}
 		if (l->busy) {
 			/* a round of the last op or attempt is in flight,
 			 * perhaps on another backup: start once it is back

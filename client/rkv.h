@@ -177,8 +177,9 @@ int rkv_client_server_status(const struct rkv_client *c, unsigned i);
 /* The server index a key routes to. */
 unsigned rkv_client_route(const struct rkv_client *c, const void *key,
 			  size_t key_len);
-/* The servers that hold a key: its replication factor r, and in out[]
- * (cap >= 1 entries) the first min(r, cap) server indexes, the primary
+/* The servers that hold a key: how many (its replication factor r, or
+ * r + 1 while a server joins or leaves the cluster), and in out[] (cap
+ * >= 1 entries) the first min(that, cap) server indexes, the primary
  * (rkv_client_route) first.  A write fails with the error of whichever
  * is down.  Thread safety: read only. */
 unsigned rkv_client_replicas(const struct rkv_client *c, const void *key,

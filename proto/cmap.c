@@ -129,6 +129,14 @@ static int ranks_above(const struct rkv_map *m, unsigned a, uint64_t sa,
 	       (sa == sb && m->srv[a].name_hash > m->srv[b].name_hash);
 }
 
+int rkv_map_transit(const struct rkv_map *m)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (m->srv[i].state != RKV_MAP_MEMBER)
+			return (int)i;
+	return -1;
+}
+
 unsigned rkv_map_r(const struct rkv_map *m)
 {
 	unsigned r = m->replicas ? m->replicas : 1;
@@ -138,9 +146,50 @@ unsigned rkv_map_r(const struct rkv_map *m)
 	return r < m->n ? r : (m->n ? m->n : 1);
 }
 
+int rkv_map_holds(const struct rkv_map *m, unsigned part, unsigned s)
+{
+	for (unsigned k = 0; k < m->nrep[part]; k++)
+		if (m->rep[part][k] == s)
+			return 1;
+	return 0;
+}
+
+/* The r best servers for partition p in score order into top (how many:
+ * the return), leaving out those in state skip. */
+static unsigned best_r(const struct rkv_map *m, unsigned p, unsigned r,
+		       int skip, unsigned *top)
+{
+	uint64_t score[RKV_MAP_REPLICAS_MAX] = { 0 };
+	unsigned k = 0;
+
+	/* the r best, kept sorted: insertion into a short list */
+	for (unsigned i = 0; i < m->n; i++) {
+		uint64_t sc;
+		unsigned j = k;
+
+		if (m->srv[i].state == skip && skip != RKV_MAP_MEMBER)
+			continue;
+		sc = rkv_map_score(&m->srv[i], p);
+		while (j > 0 && ranks_above(m, i, sc, top[j - 1], score[j - 1]))
+			j--;
+		if (j >= r)
+			continue;
+		for (unsigned t = (k < r ? k : r - 1); t > j; t--) {
+			top[t] = top[t - 1];
+			score[t] = score[t - 1];
+		}
+		top[j] = i;
+		score[j] = sc;
+		if (k < r)
+			k++;
+	}
+	return k;
+}
+
 void rkv_map_place(struct rkv_map *m)
 {
 	unsigned r = rkv_map_r(m);
+	int transit = rkv_map_transit(m);
 
 	if (!m->n)
 		return;
@@ -149,33 +198,32 @@ void rkv_map_place(struct rkv_map *m)
 		 * places its map on every connect: no scores to compute) */
 		memset(m->rep, 0, sizeof(m->rep));
 		memset(m->owner, 0, sizeof(m->owner));
+		memset(m->nrep, 1, sizeof(m->nrep));
 		return;
 	}
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
-		/* the r best, kept sorted: insertion into a short list */
-		unsigned top[RKV_MAP_REPLICAS_MAX] = { 0 }, k = 0;
-		uint64_t score[RKV_MAP_REPLICAS_MAX] = { 0 };
+		unsigned top[RKV_MAP_SET_MAX] = { 0 }, k;
 
-		for (unsigned i = 0; i < m->n; i++) {
-			uint64_t sc = rkv_map_score(&m->srv[i], p);
-			unsigned j = k;
+		/* in transit: the set before the move (without the server
+		 * joining), then the one server the set after the move
+		 * (without the server leaving) adds */
+		k = best_r(m, p, r, RKV_MAP_JOINING, top);
+		if (transit >= 0) {
+			unsigned after[RKV_MAP_REPLICAS_MAX];
+			unsigned ka = best_r(m, p, r, RKV_MAP_LEAVING, after);
 
-			while (j > 0 && ranks_above(m, i, sc, top[j - 1],
-						    score[j - 1]))
-				j--;
-			if (j >= r)
-				continue;
-			for (unsigned t = (k < r ? k : r - 1); t > j; t--) {
-				top[t] = top[t - 1];
-				score[t] = score[t - 1];
+			for (unsigned a = 0; a < ka; a++) {
+				unsigned in = 0;
+
+				for (unsigned b = 0; b < k; b++)
+					in |= top[b] == after[a];
+				if (!in && k < RKV_MAP_SET_MAX)
+					top[k++] = after[a];
 			}
-			top[j] = i;
-			score[j] = sc;
-			if (k < r)
-				k++;
 		}
-		for (unsigned j = 0; j < RKV_MAP_REPLICAS_MAX; j++)
+		for (unsigned j = 0; j < RKV_MAP_SET_MAX; j++)
 			m->rep[p][j] = (uint16_t)(j < k ? top[j] : top[0]);
+		m->nrep[p] = (uint8_t)k;
 		m->owner[p] = (uint16_t)top[0];
 	}
 }
@@ -194,15 +242,16 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 {
 	char *tok[3] = { NULL };
 	unsigned nt = 0;
+	int state = RKV_MAP_MEMBER, rc;
 	char *h = strchr(line, '#'), *save = NULL;
 
 	if (h)
 		*h = '\0';
 	for (char *t = strtok_r(line, " \t\r\n", &save); t;
 	     t = strtok_r(NULL, " \t\r\n", &save)) {
-		if (nt == 2) {
-			set_why(why, why_len, "'%s': want NAME ADDRESS or "
-				"ADDRESS", t);
+		if (nt == 3) {
+			set_why(why, why_len, "'%s': want NAME ADDRESS "
+				"[joining|leaving] or ADDRESS", t);
 			return -EINVAL;
 		}
 		tok[nt++] = t;
@@ -243,9 +292,29 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 		m->replicas = (unsigned)(tok[1][0] - '0');
 		return 0;
 	}
+	if (nt == 3) {
+		if (!strcmp(tok[2], "joining"))
+			state = RKV_MAP_JOINING;
+		else if (!strcmp(tok[2], "leaving"))
+			state = RKV_MAP_LEAVING;
+		else {
+			set_why(why, why_len, "'%s': a server is 'joining' or "
+				"'leaving', or neither", tok[2]);
+			return -EINVAL;
+		}
+		if (rkv_map_transit(m) >= 0) {
+			set_why(why, why_len, "two servers in transit ('%s' "
+				"and '%s')", m->srv[rkv_map_transit(m)].name,
+				tok[0]);
+			return -EINVAL;
+		}
+	}
 	if (nt == 1)
 		return rkv_map_add(m, NULL, tok[0], why, why_len);
-	return rkv_map_add(m, tok[0], tok[1], why, why_len);
+	rc = rkv_map_add(m, tok[0], tok[1], why, why_len);
+	if (!rc)
+		m->srv[m->n - 1].state = state;
+	return rc;
 }
 
 /* The end of a parse: some servers, placed. */
@@ -258,6 +327,11 @@ static int finish_parse(struct rkv_map *m, char *why, size_t why_len)
 	if (m->replicas > m->n) {
 		set_why(why, why_len, "replicas %u, but only %u server%s listed",
 			m->replicas, m->n, m->n == 1 ? " is" : "s are");
+		return -EINVAL;
+	}
+	if (rkv_map_transit(m) >= 0 && m->replicas < 2) {
+		set_why(why, why_len, "a server in transit ('%s') needs "
+			"replicas 2 or more", m->srv[rkv_map_transit(m)].name);
 		return -EINVAL;
 	}
 	rkv_map_place(m);
@@ -353,8 +427,12 @@ int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap)
 		off += (size_t)n;
 	}
 	for (unsigned i = 0; i < m->n; i++) {
-		n = snprintf(buf + off, cap - off, "%s %s\n", m->srv[i].name,
-			     m->srv[i].addr);
+		const char *st = m->srv[i].state == RKV_MAP_JOINING ? " joining"
+				 : m->srv[i].state == RKV_MAP_LEAVING ? " leaving"
+								      : "";
+
+		n = snprintf(buf + off, cap - off, "%s %s%s\n", m->srv[i].name,
+			     m->srv[i].addr, st);
 		if (n < 0 || (size_t)n >= cap - off)
 			return -ENOSPC;
 		off += (size_t)n;

@@ -26,6 +26,15 @@
  * servers with the highest rendezvous scores for it, in score order: the
  * first is its owner (the primary).  R above the number of servers is
  * refused.
+ *
+ * A map of R >= 2 may hold one server *in transit*: a server line
+ * "NAME ADDRESS joining" or "NAME ADDRESS leaving" (rkv admin join and
+ * drain, docs/DESIGN.md §9.7).  Its replica sets are those of the map
+ * without the server joining (or with the server leaving), the primary
+ * first, and, where the map after the move places a server that is not
+ * in that set, that server as one more backup at the end: R + 1 copies
+ * while it catches up, the primary unchanged.  The text form of such a
+ * map is refused by librkv builds that predate it.
  */
 #ifndef RKV_PROTO_CMAP_H
 #define RKV_PROTO_CMAP_H
@@ -47,12 +56,21 @@ _Static_assert(RKV_MAP_PARTS == RKV_PART_WORDS,
 #define RKV_SERVER_NAME_MAX 64u  /* bytes, NUL included */
 #define RKV_MAP_ADDR_MAX 300u    /* bytes, NUL included */
 #define RKV_MAP_REPLICAS_MAX 3u  /* the replication factor's bound */
+/* a replica set's bound: r, and one more while a server is in transit */
+#define RKV_MAP_SET_MAX (RKV_MAP_REPLICAS_MAX + 1u)
+
+enum rkv_map_state {
+	RKV_MAP_MEMBER = 0,
+	RKV_MAP_JOINING,         /* copies being made: never a primary */
+	RKV_MAP_LEAVING,         /* its copies being made elsewhere */
+};
 
 struct rkv_map_server {
 	char name[RKV_SERVER_NAME_MAX];
 	char addr[RKV_MAP_ADDR_MAX];
 	uint64_t name_hash;      /* of the name: its rendezvous seed */
 	int named;               /* the name was given, not derived */
+	int state;               /* enum rkv_map_state */
 };
 
 struct rkv_map {
@@ -62,8 +80,10 @@ struct rkv_map {
 	struct rkv_map_server srv[RKV_MAP_SERVERS_MAX];
 	uint16_t owner[RKV_MAP_PARTS]; /* partition -> index in srv */
 	/* partition -> its replicas, indexes in srv in rendezvous score
-	 * order (rep[p][0] == owner[p], the primary); min(r, n) are set */
-	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_REPLICAS_MAX];
+	 * order (rep[p][0] == owner[p], the primary); nrep[p] are set:
+	 * rkv_map_r, or one more where a server in transit is the extra */
+	uint16_t rep[RKV_MAP_PARTS][RKV_MAP_SET_MAX];
+	uint8_t nrep[RKV_MAP_PARTS];
 };
 
 /* The partition of a key's route hash (rkv_key_hash's route). */
@@ -93,14 +113,25 @@ int rkv_map_add(struct rkv_map *m, const char *name, const char *addr,
 		char *why, size_t why_len);
 /* Compute the owner and replica tables (no-op for an empty map). */
 void rkv_map_place(struct rkv_map *m);
-/* The replication factor r of a placed map: min(replicas, n), at least 1. */
+/* The replication factor r of a placed map: min(replicas, n), at least 1.
+ * (In transit with n - 1 < r servers, the sets before the move have the
+ * n - 1 others, and the server joining as the r-th.) */
 unsigned rkv_map_r(const struct rkv_map *m);
-/* The replicas of partition part, primary first (rkv_map_r of them). */
+/* The replicas of partition part, primary first (rkv_map_nrep of them). */
 static inline const uint16_t *rkv_map_replicas(const struct rkv_map *m,
 					       unsigned part)
 {
 	return m->rep[part];
 }
+/* How many: rkv_map_r, or one more during a transit. */
+static inline unsigned rkv_map_nrep(const struct rkv_map *m, unsigned part)
+{
+	return m->nrep[part];
+}
+/* The index of the server in transit (joining or leaving), or -1. */
+int rkv_map_transit(const struct rkv_map *m);
+/* Whether server index s is in partition part's replica set. */
+int rkv_map_holds(const struct rkv_map *m, unsigned part, unsigned s);
 /* The rendezvous score of server s for partition part: the owner is the
  * server with the highest (the order of the replicas, later, too). */
 uint64_t rkv_map_score(const struct rkv_map_server *s, unsigned part);
@@ -114,7 +145,7 @@ int rkv_map_parse(const char *text, struct rkv_map *m, char *why,
 int rkv_map_parse_list(const char *list, struct rkv_map *m, char *why,
 		       size_t why_len);
 /* The text form of m (an "epoch" line when m->epoch, then "NAME ADDRESS"
- * lines) into buf.  Returns its length, or -ENOSPC. */
+ * lines, " joining" or " leaving" after a server in transit) into buf.  Returns its length, or -ENOSPC. */
 int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap);
 /* The index of the server named name, or -1. */
 int rkv_map_find(const struct rkv_map *m, const char *name);

@@ -331,13 +331,9 @@ static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 /* Whether server name holds a copy of partition p in map m. */
 static int holds(const struct rkv_map *m, unsigned p, const char *name)
 {
-	const uint16_t *rep = rkv_map_replicas(m, p);
-	unsigned r = rkv_map_r(m);
+	int s = rkv_map_find(m, name);
 
-	for (unsigned i = 0; i < r; i++)
-		if (!strcmp(m->srv[rep[i]].name, name))
-			return 1;
-	return 0;
+	return s >= 0 && rkv_map_holds(m, p, (unsigned)s);
 }
 
 int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)

@@ -76,9 +76,10 @@ static void usage(FILE *f)
 		"                  share of the keys to it while clients work\n"
 		"  drain NAME      move NAME's keys to the others, then take it\n"
 		"                  out of the map (it may be stopped after)\n"
-		"                  (join and drain: maps of replicas 1 only)\n"
-		"                  (a migration that stopped half-way is resumed\n"
-		"                  by the next join or drain)\n"
+		"                  (at replicas 2-3 the new copies are made\n"
+		"                  first, then the map changes; a join or drain\n"
+		"                  that stopped half-way is resumed by the next\n"
+		"                  join or drain)\n"
 		"  failover NAME   NAME is dead (its registration lapsed): its\n"
 		"                  backups become primaries in the next map, then\n"
 		"                  the missing copies are written again (maps of\n"
@@ -267,12 +268,12 @@ static void print_copies(const struct rkv_map *m, const long long *keys)
 
 	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
 		const uint16_t *rep = rkv_map_replicas(m, p);
-		unsigned up = 0;
+		unsigned up = 0, n = rkv_map_nrep(m, p);
 
-		for (unsigned i = 0; i < r; i++)
+		for (unsigned i = 0; i < n; i++)
 			up += keys[rep[i]] >= 0;
-		full += up == r;
-		degraded += up > 0 && up < r;
+		full += up == n;
+		degraded += up > 0 && up < n;
 		none += up == 0;
 		prim_down += keys[rep[0]] < 0;
 	}
@@ -324,7 +325,12 @@ static int cmd_status(struct admin *a)
 		if (rkv_map_r(m) > 1)
 			printf(", %u copies of each key", rkv_map_r(m));
 		printf(" (etcd revision %lld); migration: ", (long long)rev);
-		if (nx == 0) {
+		if (nx == 0 && rkv_map_r(m) > 1) {
+			printf("to epoch %llu with %u servers, stopped before "
+			       "publishing or under way (rkv admin join, drain "
+			       "or failover resumes it)\n",
+			       (unsigned long long)n->epoch, n->n);
+		} else if (nx == 0) {
 			struct rkv_client_opts co;
 			struct rkv_mig_opts mo = { .base = &co, .from = m,
 						   .to = n };
@@ -354,11 +360,18 @@ static int cmd_status(struct admin *a)
 		char k[32];
 
 		snprintf(k, sizeof(k), keys[i] >= 0 ? "%lld" : "-", keys[i]);
-		printf("%-20s %-32s %-6s %s%s\n", m->srv[i].name,
+		printf("%-20s %-32s %-6s %s%s%s\n", m->srv[i].name,
 		       m->srv[i].addr, keys[i] >= 0 ? "up" : "down", k,
 		       !r ? "  (not registered)"
 		       : strcmp(r->addr, m->srv[i].addr)
 			       ? "  (registered at another address)"
+			       : "",
+		       m->srv[i].state == RKV_MAP_JOINING
+			       ? "  (joining: its copies are being made; "
+				 "rkv admin join resumes a join that stopped)"
+		       : m->srv[i].state == RKV_MAP_LEAVING
+			       ? "  (leaving: its copies are being made "
+				 "elsewhere; rkv admin drain resumes it)"
 			       : "");
 	}
 	if (m->n && rkv_map_r(m) > 1) {
@@ -371,8 +384,9 @@ static int cmd_status(struct admin *a)
 		if (!load_rebuild(a, "status", parts, &have) && have) {
 			for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
 				np += parts[p];
-			printf("rebuild: %u partitions of a failover wait for "
-			       "their copies to be written again", np);
+			printf("rebuild: %u partitions of a failover, join or "
+			       "drain wait for their copies to be written "
+			       "again", np);
 			if (a->rb_total)
 				printf(", %llu of %llu keys written when last "
 				       "reported", a->rb_done, a->rb_total);
@@ -515,10 +529,6 @@ static int next_map(struct admin *a, const char *cmd, const char *name,
 {
 	int in = rkv_map_find(m, name);
 
-	if (rkv_map_r(m) > 1)
-		return fail(cmd, "the map keeps %u copies of each key: moving "
-			    "keys between servers is built for maps of one "
-			    "copy only; nothing changed", rkv_map_r(m));
 	rkv_map_init(to);
 	if (!strcmp(cmd, "join")) {
 		const struct rkv_reg_server *r = registered(a, name);
@@ -659,6 +669,9 @@ static int publish(struct admin *a, const char *cmd, const struct rkv_map *to,
 	return 0;
 }
 
+static int move_repl(struct admin *a, const char *cmd, const char *name,
+		     struct rkv_map *m, int64_t rev);
+
 static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 {
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
@@ -682,6 +695,10 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 	if (rc == 1)
 		rc = fail(cmd, "cluster %s has no map yet (rkv admin init)",
 			  a->u.cluster);
+	if (!rc && rkv_map_r(m) > 1) {
+		rc = move_repl(a, cmd, argv[0], m, rev);
+		goto out;
+	}
 	if (!rc)
 		rc = load_pending_next(a, cmd, m, to);
 	if (rc == 0) {
@@ -918,10 +935,15 @@ static int failover_map(const char *cmd, const char *name,
 			const struct rkv_map *m, struct rkv_map *to)
 {
 	rkv_map_init(to);
-	for (unsigned i = 0; i < m->n; i++)
-		if (strcmp(m->srv[i].name, name) &&
-		    rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
+	for (unsigned i = 0; i < m->n; i++) {
+		if (!strcmp(m->srv[i].name, name))
+			continue;
+		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
 			return fail(cmd, "%s", "the map is full");
+		/* a join or drain under way stays so: a server joining
+		 * is never made a primary before it holds its copies */
+		to->srv[to->n - 1].state = m->srv[i].state;
+	}
 	to->epoch = m->epoch + 1;
 	to->replicas = m->replicas;
 	if (to->replicas > to->n)
@@ -942,13 +964,266 @@ static int same_servers(const struct rkv_map *x, const struct rkv_map *y)
 	return 1;
 }
 
+/* ------------------------------------------- join and drain at r > 1 */
+
+/* A fenced step: every server fenced at fo->to's epoch, the partitions
+ * reconciled (st non-NULL), their words set, then fo->to published (a
+ * CAS on the map's revision rev).  0, or the exit status of the failure
+ * said (nothing published: running it again resumes). */
+static int fenced_publish(struct admin *a, const char *cmd,
+			  const struct rkv_fo_opts *fo, struct rkv_fo_stats *st,
+			  int64_t rev)
+{
+	char why[300] = "";
+	int rc = rkv_fo_fence(fo, why, sizeof(why));
+
+	if (!rc && st)
+		rc = rkv_fo_reconcile(fo, st, why, sizeof(why));
+	if (!rc)
+		rc = rkv_fo_own(fo, why, sizeof(why));
+	if (rc)
+		return fail(cmd, "stopped: %s (nothing published; run it again "
+			    "to resume)", why);
+	return publish(a, cmd, fo->to, rev);
+}
+
+/* x and y list the same servers in the same states, with the same r. */
+static int same_members(const struct rkv_map *x, const struct rkv_map *y)
+{
+	if (!same_servers(x, y))
+		return 0;
+	for (unsigned i = 0; i < x->n; i++)
+		if (x->srv[i].state !=
+		    y->srv[rkv_map_find(y, x->srv[i].name)].state)
+			return 0;
+	return 1;
+}
+
+/* to: m with name in transit (joining: from its registration; leaving),
+ * of the next epoch. */
+static int transit_map(struct admin *a, const char *cmd, const char *name,
+		       const struct rkv_map *m, struct rkv_map *to)
+{
+	int in = rkv_map_find(m, name), join = !strcmp(cmd, "join");
+
+	rkv_map_init(to);
+	if (join && in >= 0)
+		return fail(cmd, "server '%s' is in the map already", name);
+	if (!join && in < 0)
+		return fail(cmd, "server '%s' is not in the map", name);
+	if (!join && m->n - 1 < rkv_map_r(m))
+		return fail(cmd, "the map keeps %u copies of each key: it "
+			    "cannot have fewer than %u servers; nothing "
+			    "changed", rkv_map_r(m), rkv_map_r(m));
+	for (unsigned i = 0; i < m->n; i++)
+		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
+			return fail(cmd, "%s", "the map is full");
+	if (join) {
+		const struct rkv_reg_server *r = registered(a, name);
+
+		if (!r)
+			return fail(cmd, "server '%s' is not registered (is it "
+				    "running with --cluster %s?)", name,
+				    a->url);
+		if (add_server(to, r))
+			return 2;
+		to->srv[to->n - 1].state = RKV_MAP_JOINING;
+	} else {
+		to->srv[in].state = RKV_MAP_LEAVING;
+	}
+	to->epoch = m->epoch + 1;
+	to->replicas = m->replicas;
+	rkv_map_place(to);
+	return 0;
+}
+
+/* to: m (in transit) with its server a member, or gone; next epoch. */
+static int settled_map(const char *cmd, const struct rkv_map *m,
+		       struct rkv_map *to)
+{
+	rkv_map_init(to);
+	for (unsigned i = 0; i < m->n; i++)
+		if (m->srv[i].state != RKV_MAP_LEAVING &&
+		    rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
+			return fail(cmd, "%s", "the map is full");
+	to->epoch = m->epoch + 1;
+	to->replicas = m->replicas;
+	if (to->replicas > to->n)
+		return fail(cmd, "the map keeps %u copies of each key: it "
+			    "cannot have fewer than %u servers (a failover "
+			    "during the drain left too few)", to->replicas,
+			    to->replicas);
+	rkv_map_place(to);
+	return 0;
+}
+
+/* Put to as the next map, or check that the next map in etcd (have) is
+ * it: a run that stopped is resumed. */
+static int next_is(struct admin *a, const char *cmd, const struct rkv_map *to,
+		   const struct rkv_map *next, int have, char *text)
+{
+	if (!have)
+		return put_next(a, cmd, to, text);
+	if (next->epoch != to->epoch || !same_members(next, to))
+		return fail(cmd, "another change to epoch %llu is under way "
+			    "(the next map in etcd): finish it first",
+			    (unsigned long long)next->epoch);
+	printf("resuming the change to epoch %llu\n",
+	       (unsigned long long)to->epoch);
+	return 0;
+}
+
+/*
+ * join or drain of name at r > 1 (docs/DESIGN.md §9.7, "Join and
+ * drain"): two epochs, each fenced.
+ *  1. E+1: name in transit.  Where the final map places a server that is
+ *     not in a partition's replica set, it is one more backup there (r +
+ *     1 copies), the primary unchanged; every server is fenced at E+1, so
+ *     no write of an older client misses it; its partition words are
+ *     set; the map is published; then every live key of those
+ *     partitions is written again (the rebuild): from then on the new
+ *     backup holds every acknowledged value.
+ *  2. E+2: the final map.  Every server is fenced at E+2 (the leaving
+ *     one too), the partitions reconciled as in a failover (the new
+ *     primary, which held a full copy in E+1, wins), the words set, the
+ *     map published, and the copies on servers that left a partition's
+ *     set emptied.
+ * Each step resumes: from the next map in etcd, the map's server in
+ * transit and the rebuild record.
+ */
+static int move_repl(struct admin *a, const char *cmd, const char *name,
+		     struct rkv_map *m, int64_t rev)
+{
+	static uint8_t parts[RKV_MAP_PARTS];
+	struct rkv_map *next = rkv_malloc(sizeof(*next));
+	struct rkv_map *to = rkv_malloc(sizeof(*to));
+	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
+	int join = !strcmp(cmd, "join"), t = rkv_map_transit(m), rc, have;
+	struct rkv_client_opts co;
+	struct rkv_fo_stats st = { 0 };
+	unsigned np;
+
+	if (!next || !to || !text) {
+		rc = fail(cmd, "%s", "out of memory");
+		goto out;
+	}
+	if (t >= 0 && (strcmp(m->srv[t].name, name) ||
+		       (m->srv[t].state == RKV_MAP_JOINING) != join)) {
+		rc = fail(cmd, "server '%s' is %s the cluster: finish that "
+			  "first (rkv admin %s %s)", m->srv[t].name,
+			  m->srv[t].state == RKV_MAP_JOINING ? "joining"
+							     : "leaving",
+			  m->srv[t].state == RKV_MAP_JOINING ? "join" : "drain",
+			  m->srv[t].name);
+		goto out;
+	}
+	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
+	if (t < 0) {
+		/* 1: name in transit */
+		rc = transit_map(a, cmd, name, m, to);
+		if (!rc) {
+			have = load_pending_next(a, cmd, m, next);
+			rc = have > 1 ? have : next_is(a, cmd, to, next,
+						       have == 0, text);
+		}
+		if (rc)
+			goto out;
+		memset(parts, 0, sizeof(parts));
+		np = rkv_fo_parts_moved(m, to, parts);
+		rc = load_rebuild(a, cmd, parts, &have); /* a failover's too */
+		if (!rc)
+			rc = save_rebuild(a, cmd, parts, to->epoch);
+		if (rc)
+			goto out;
+		printf("%s %s: epoch %llu -> %llu, %u partitions get a copy "
+		       "%s\n", cmd, name, (unsigned long long)m->epoch,
+		       (unsigned long long)to->epoch, np,
+		       join ? "there" : "elsewhere");
+		struct rkv_fo_opts fo = { .base = &co, .from = m, .to = to,
+					  .parts = parts, .fence_from = 1 };
+
+		/* no reconcile: every primary stays, and a fenced writer's
+		 * lock is stolen after a lease like a dead one's */
+		rc = fenced_publish(a, cmd, &fo, NULL, rev);
+		if (rc)
+			goto out;
+		rc = load_map(a, cmd, m, &rev);
+		if (rc == 1)
+			rc = fail(cmd, "%s", "the map vanished from etcd");
+		if (rc)
+			goto out;
+		printf("cluster %s: map epoch %llu published, '%s' %s\n",
+		       a->u.cluster, (unsigned long long)m->epoch, name,
+		       join ? "joining" : "leaving");
+		fflush(stdout);
+	}
+	/* the copies the transit adds (and any a failover still owes) */
+	memset(parts, 0, sizeof(parts));
+	rc = load_rebuild(a, cmd, parts, &have);
+	if (!rc && have) {
+		rc = rebuild(a, cmd, m, parts, &st);
+		if (!rc)
+			printf("cluster %s: copies made, %llu keys written "
+			       "again in %.2f s\n", a->u.cluster,
+			       (unsigned long long)st.rebuilt,
+			       (double)st.elapsed_ms / 1000.0);
+	}
+	if (rc)
+		goto out;
+	/* 2: the final map */
+	rc = settled_map(cmd, m, to);
+	if (!rc) {
+		have = load_pending_next(a, cmd, m, next);
+		rc = have > 1 ? have : next_is(a, cmd, to, next, have == 0, text);
+	}
+	if (rc)
+		goto out;
+	memset(parts, 0, sizeof(parts));
+	np = rkv_fo_parts_moved(m, to, parts);
+	struct rkv_fo_opts fo2 = { .base = &co, .from = m, .to = to,
+				   .parts = parts, .fence_from = 1 };
+
+	memset(&st, 0, sizeof(st));
+	rc = fenced_publish(a, cmd, &fo2, &st, rev);
+	if (rc)
+		goto out;
+	printf("cluster %s: map epoch %llu with %u servers; %u partitions "
+	       "changed their replicas (%llu keys, %llu copies emptied, %llu "
+	       "keys written again)\n", a->u.cluster,
+	       (unsigned long long)to->epoch, to->n, np,
+	       (unsigned long long)st.keys, (unsigned long long)st.emptied,
+	       (unsigned long long)st.fixed);
+	if (join) {
+		/* the servers a partition left hold copies nobody reads */
+		rc = rkv_fo_cleanup(&fo2, &st, why, sizeof(why));
+		if (rc)
+			fprintf(stderr, "rkv admin: %s: the map is published; "
+					"emptying the copies of servers that "
+					"left a replica set failed: %s (they "
+					"are never read)\n", cmd, why);
+		else
+			printf("cluster %s: %llu copies emptied on servers "
+			       "that left a replica set\n", a->u.cluster,
+			       (unsigned long long)st.dropped);
+	} else {
+		printf("cluster %s: '%s' holds no copy the cluster reads; it "
+		       "may be stopped\n", a->u.cluster, name);
+	}
+	rc = 0;
+out:
+	rkv_free(text);
+	rkv_free(to);
+	rkv_free(next);
+	return rc;
+}
+
 static int do_failover(struct admin *a, const char *name, int force)
 {
 	static const char *cmd = "failover";
 	static uint8_t parts[RKV_MAP_PARTS];
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
 	struct rkv_map *next = rkv_malloc(sizeof(*next));
-	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
+	char *text = rkv_malloc(MAP_TEXT_MAX);
 	struct rkv_client_opts co;
 	struct rkv_fo_stats st = { 0 };
 	uint64_t t0 = 0;
@@ -1005,15 +1280,35 @@ static int do_failover(struct admin *a, const char *name, int force)
 		goto out;
 	rc = load_pending_next(a, cmd, m, next);
 	if (rc == 0) {
-		if (next->epoch != to->epoch || !same_servers(next, to)) {
+		if (next->epoch == to->epoch && same_members(next, to)) {
+			printf("resuming the failover to epoch %llu\n",
+			       (unsigned long long)to->epoch);
+		} else if (rkv_map_transit(next) >= 0 ||
+			   rkv_map_transit(m) >= 0) {
+			/* a join or drain that stopped before publishing
+			 * (it needs every server, this one too): dropped,
+			 * to be run again after */
+			char key[RKV_REG_KEY_MAX];
+
+			printf("a join or drain to epoch %llu stopped before "
+			       "publishing: dropped (run it again after the "
+			       "failover)\n", (unsigned long long)next->epoch);
+			rkv_reg_next_key(&a->u, key, sizeof(key));
+			rc = rkv_etcd_delete(a->e, key);
+			if (rc && rc != -ENOENT) {
+				rc = fail(cmd, "removing the next map: %s",
+					  rkv_etcd_why(a->e));
+				goto out;
+			}
+			rc = 1;
+		} else {
 			rc = fail(cmd, "a migration to epoch %llu is under way "
 				  "(the next map in etcd): finish it first",
 				  (unsigned long long)next->epoch);
 			goto out;
 		}
-		printf("resuming the failover to epoch %llu\n",
-		       (unsigned long long)to->epoch);
-	} else if (rc == 1) {
+	}
+	if (rc == 1) {
 		rc = put_next(a, cmd, to, text);
 		if (!rc && !force)
 			rc = still_gone(a, cmd, name);
@@ -1033,15 +1328,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = to,
 				  .parts = parts };
 
-	rc = rkv_fo_fence(&fo, why, sizeof(why));
-	if (!rc)
-		rc = rkv_fo_reconcile(&fo, &st, why, sizeof(why));
-	if (rc) {
-		rc = fail(cmd, "stopped: %s (nothing published; run it again "
-			  "to resume)", why);
-		goto out;
-	}
-	rc = publish(a, cmd, to, rev);
+	rc = fenced_publish(a, cmd, &fo, &st, rev);
 	if (rc)
 		goto out;
 	t0 = st.elapsed_ms;

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmap.h"
 #include "fake.h"
 #include "test.h"
 #include "layout.h"
@@ -118,7 +119,8 @@ struct x_world {
 	struct x_client cl[X_MAX_CL + 1]; /* [X_MAX_CL]: the setup client */
 	const char *keys[X_MAX_KEYS];
 	unsigned nkeys;
-	unsigned nrep;           /* replicas of every key */
+	unsigned nrep;           /* replicas of every key (r) */
+	unsigned krep[X_MAX_KEYS]; /* key k's: r, or r + 1 (transit) */
 	uint8_t rep[X_MAX_KEYS][X_MAX_SRV]; /* their servers, primary first */
 	struct x_hist hist[X_MAX_HIST];
 	unsigned nhist;
@@ -468,7 +470,7 @@ static void check_replicas(struct x_world *w, const char *when, int k)
 	struct x_slot p, b;
 	int hp = copy_of(w, w->rep[k][0], key, 0, &p, NULL);
 
-	for (unsigned r = 1; r < w->nrep; r++) {
+	for (unsigned r = 1; r < w->krep[k]; r++) {
 		unsigned sv = w->rep[k][r];
 		int hb = copy_of(w, sv, key, 1, &b, NULL);
 		uint64_t bs = hb ? b.seq : 0;
@@ -937,6 +939,36 @@ static int srv_build(struct x_world *w, unsigned sv)
 	return 0;
 }
 
+/* sc->transit: the server that, listed joining, makes layout_key's
+ * replica set one longer (-1: none, or no transit asked for). */
+static int transit_server(const struct x_world *w)
+{
+	struct rkv_map *m;
+	struct rkv_key_hash kh;
+	int found = -1;
+
+	if (!w->sc->transit || !(m = malloc(sizeof(*m))))
+		return -1;
+	rkv_key_hash(w->sc->layout_key, strlen(w->sc->layout_key), &kh);
+	for (unsigned j = 0; found < 0 && j < w->nsrv; j++) {
+		rkv_map_init(m);
+		m->replicas = w->nrep;
+		for (unsigned i = 0; i < w->nsrv; i++) {
+			char name[16], addr[64];
+
+			snprintf(name, sizeof(name), "s%u", i);
+			snprintf(addr, sizeof(addr), "fake:///explore-%u", i);
+			(void)rkv_map_add(m, name, addr, NULL, 0);
+		}
+		m->srv[j].state = RKV_MAP_JOINING;
+		rkv_map_place(m);
+		if (rkv_map_nrep(m, rkv_map_part(kh.route)) == w->nrep + 1)
+			found = (int)j;
+	}
+	free(m);
+	return found;
+}
+
 /* The cluster file: "replicas R", then every server by name. */
 static int map_write(struct x_world *w)
 {
@@ -957,7 +989,8 @@ static int map_write(struct x_world *w)
 	}
 	fprintf(f, "replicas %u\n", w->nrep);
 	for (unsigned i = 0; i < w->nsrv; i++)
-		fprintf(f, "s%u fake:///explore-%u\n", i, i);
+		fprintf(f, "s%u fake:///explore-%u%s\n", i, i,
+			(int)i == transit_server(w) ? " joining" : "");
 	return fclose(f) ? -EIO : 0;
 }
 
@@ -972,8 +1005,9 @@ static int map_keys(struct x_world *w)
 						 strlen(w->keys[k]), rep,
 						 X_MAX_SRV);
 
-		if (n != w->nrep)
+		if (n != w->nrep && !(w->sc->transit && n == w->nrep + 1))
 			return -EPROTO;
+		w->krep[k] = n;
 		for (unsigned r = 0; r < n; r++) {
 			const char *nm = rkv_client_server_name(c, rep[r]);
 
@@ -996,6 +1030,8 @@ static int world_build(struct x_world *w, const struct x_scenario *sc)
 	w->nsrv = sc->nservers > 1 ? sc->nservers : 1;
 	w->nrep = sc->nservers > 1 && sc->replicas ? sc->replicas : 1;
 	if (w->nsrv > X_MAX_SRV || w->nrep > w->nsrv)
+		return -EINVAL;
+	if (sc->transit && transit_server(w) < 0)
 		return -EINVAL;
 	for (unsigned i = 0; i < sc->nclients; i++)
 		for (unsigned j = 0; j < X_MAX_OPS && sc->ops[i][j].kind; j++)

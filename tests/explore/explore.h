@@ -115,6 +115,10 @@ struct x_scenario {
 	 * RKV_EXPLORE_SEED (default 1) and the run's number; a violation
 	 * prints its replay string as the search does. */
 	int sample;
+	/* The cluster file lists one server "joining" (cmap.h: a join in
+	 * its first half), the one that makes layout_key's set r + 1 long:
+	 * every write then installs on two backups at r = 2. */
+	int transit;
 };
 
 struct x_result {

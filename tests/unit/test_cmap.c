@@ -196,6 +196,125 @@ static void t_replicas(void)
 	free(g);
 }
 
+/* The names of partition p's replicas in m, as one string. */
+static void set_names(const struct rkv_map *m, unsigned p, char *out,
+		      size_t cap)
+{
+	size_t off = 0;
+
+	out[0] = '\0';
+	for (unsigned k = 0; k < rkv_map_nrep(m, p); k++)
+		off += (size_t)snprintf(out + off, cap - off, "%s ",
+					m->srv[m->rep[p][k]].name);
+}
+
+/* A server in transit: joining, each set is the set without it plus it
+ * at the end where the map with it places it (the primary unchanged);
+ * leaving, the set with it plus the server that replaces it; the text
+ * form keeps the state, and bad uses are refused. */
+static void t_transit(void)
+{
+	static const char *names[4] = { "alpha", "bravo", "charlie", "delta" };
+	struct rkv_map *before = new_map(), *after = new_map(), *t = new_map();
+	char text[4096], why[256], x[256], y[256];
+
+	ASSERT_TRUE(before && after && t);
+	for (unsigned r = 2; r <= 3; r++) {
+		for (int leave = 0; leave < 2; leave++) {
+			unsigned bad = 0, extra = 0;
+
+			rkv_map_init(before);
+			rkv_map_init(after);
+			rkv_map_init(t);
+			before->replicas = after->replicas = t->replicas = r;
+			for (unsigned i = 0; i < 4; i++) {
+				add(t, names[i], i);
+				/* joining: delta; leaving: alpha */
+				if (leave ? 1 : i < 3)
+					add(before, names[i], i);
+				if (leave ? i > 0 : 1)
+					add(after, names[i], i);
+			}
+			t->srv[leave ? 0 : 3].state =
+				leave ? RKV_MAP_LEAVING : RKV_MAP_JOINING;
+			rkv_map_place(before);
+			rkv_map_place(after);
+			rkv_map_place(t);
+			EXPECT_EQ(rkv_map_transit(t), leave ? 0 : 3);
+			EXPECT_EQ(rkv_map_r(t), r);
+			for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+				const struct rkv_map_server *prim =
+					&t->srv[t->owner[p]];
+				unsigned n = rkv_map_nrep(t, p);
+
+				/* the set before, then the one server the
+				 * set after adds */
+				for (unsigned k = 0; k < r; k++)
+					bad += strcmp(t->srv[t->rep[p][k]].name,
+						      before->srv[before->rep[p][k]]
+							      .name) != 0;
+				bad += strcmp(prim->name,
+					      before->srv[before->owner[p]].name);
+				bad += prim->state == RKV_MAP_JOINING;
+				for (unsigned k = 0; k < r; k++) {
+					const char *nm = after->srv[after->rep[p][k]]
+								 .name;
+					int s = rkv_map_find(t, nm);
+
+					bad += s < 0 ||
+					       !rkv_map_holds(t, p, (unsigned)s);
+				}
+				bad += n != r && n != r + 1;
+				extra += n == r + 1;
+			}
+			printf("#   r=%u, %s: %u of %u partitions hold %u "
+			       "copies meanwhile\n", r,
+			       leave ? "alpha leaving" : "delta joining", extra,
+			       RKV_MAP_PARTS, r + 1);
+			EXPECT_EQ(bad, 0);
+			EXPECT_TRUE(extra > 0 && extra < RKV_MAP_PARTS);
+			/* the text form keeps it */
+			ASSERT_TRUE(rkv_map_format(t, text, sizeof(text)) > 0);
+			EXPECT_TRUE(strstr(text, leave ? "alpha tcp://10.0.0.0:7000 "
+							 "leaving\n"
+						       : "delta tcp://10.0.0.3:7000 "
+							 "joining\n") != NULL);
+			ASSERT_EQ(rkv_map_parse(text, after, why, sizeof(why)), 0);
+			for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+				set_names(t, p, x, sizeof(x));
+				set_names(after, p, y, sizeof(y));
+				bad += strcmp(x, y) != 0;
+			}
+			EXPECT_EQ(bad, 0);
+		}
+	}
+	/* with fewer members than r: the sets before have the others, the
+	 * server joining is the r-th (never a primary) */
+	EXPECT_EQ(rkv_map_parse("replicas 2\nb tcp://h:2\nj tcp://h:3 joining\n",
+				t, why, sizeof(why)), 0);
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++) {
+		set_names(t, p, x, sizeof(x));
+		if (strcmp(x, "b j ")) {
+			printf("#   partition %u: %s\n", p, x);
+			EXPECT_STREQ(x, "b j ");
+			break;
+		}
+	}
+	EXPECT_EQ(rkv_map_parse("replicas 2\na tcp://h:1\nb tcp://h:2 joining\n"
+				"c tcp://h:3 leaving\n", t, why, sizeof(why)),
+		  -EINVAL);
+	EXPECT_TRUE(strstr(why, "two servers in transit") != NULL);
+	EXPECT_EQ(rkv_map_parse("a tcp://h:1\nb tcp://h:2 joining\n", t, why,
+				sizeof(why)), -EINVAL);
+	EXPECT_TRUE(strstr(why, "replicas 2 or more") != NULL);
+	EXPECT_EQ(rkv_map_parse("replicas 2\na tcp://h:1\nb tcp://h:2 gone\n",
+				t, why, sizeof(why)), -EINVAL);
+	EXPECT_TRUE(strstr(why, "'joining' or 'leaving'") != NULL);
+	free(before);
+	free(after);
+	free(t);
+}
+
 /* N -> N+1: about 1/(N+1) of the keys move, all of them to the new
  * server; N+1 -> N: only the removed server's keys move. */
 static void t_movement(void)
@@ -425,6 +544,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_order);
 	RKV_TEST(t_movement);
 	RKV_TEST(t_replicas);
+	RKV_TEST(t_transit);
 	RKV_TEST(t_balance);
 	RKV_TEST(t_names);
 	RKV_TEST(t_parse);

@@ -147,6 +147,27 @@ static void t_repl3_put_rmw_kill(void)
 	x_run(&sc);
 }
 
+/* r=2 with a server joining (the first half of a join: the key's set
+ * is its two servers and the newcomer, an extra backup): a put whose
+ * writer may die, and an rmw with a lease jump; every write installs on
+ * two backups, and I1 and I2 hold on both. */
+static void t_repl_transit(void)
+{
+	static const struct x_scenario sc = {
+		.name = "repl_transit", .nclients = 2,
+		.ops = {
+			{ { X_PUT, "K", "A1" } },
+			{ { X_RMW, "K", "+b" }, { X_GET, "K", NULL } },
+		},
+		.layout_key = "K", .empty = 0xc0,
+		.pre = { { "K", "v0" } },
+		.kill_mask = 1, .max_kills = 1, .max_advances = 1, .warm = 1,
+		.nservers = 3, .replicas = 2, .transit = 1, .sample = 1,
+		.max_runs = 6000, .max_runs_sanitized = 800,
+	};
+	x_run(&sc);
+}
+
 /* A new key at r=2: two inserts race (tentative slots, the commit as a
  * locked tombstone, the installs); A may die. */
 static void t_repl_new_key(void)
@@ -232,6 +253,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_repl_new_key);
 	RKV_TEST(t_repl_fp_twin);
 	RKV_TEST(t_repl3_put_rmw_kill);
+	RKV_TEST(t_repl_transit);
 	RKV_TEST(t_repl3_holder_dies);
 	RKV_TEST(x_summary);
 	return rkv_test_done();

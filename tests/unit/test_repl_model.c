@@ -47,11 +47,23 @@
  * sequence 1, then installs and releases as above; a waiter may clear a
  * tentative slot whose inserter looks dead.
  *
+ * A join (or drain) at r = 2 (docs/DESIGN.md §9.7, "Join and drain"):
+ * replicas 0 and 1 hold the key, replica 2 (the server that enters its
+ * set) nothing.  The coordinator fences all three at epoch 2 and
+ * publishes the set {0, 1, 2} (2 an extra backup); a rebuilder (an rmw
+ * that writes back the value it reads under the lock, skipping an absent
+ * key) rewrites the key; then the coordinator fences all three at epoch
+ * 3, reconciles the final set as a failover does (its new primary's
+ * value wins) and publishes it: {2, 0} (the new server primary), {0, 2}
+ * (a backup) or {1, 2} (the old primary leaves: a drain).  The server
+ * that enters is checked against I1 from the end of the rebuild on.
+ *
  * Broken variants (release before the backups, a backup install without
  * the sequence check, no fence, a writer that simply starts again after a
  * failover, a delete that empties backups, sequences that wrap, an insert
- * that commits its value at once) must each be caught: the check is shown to fail on bad
- * protocols, not only to pass on this one.
+ * that commits its value at once; a join without its first fence or
+ * without its rebuild) must each be caught: the check is shown to fail
+ * on bad protocols, not only to pass on this one.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,8 +80,12 @@
 
 enum bug {
 	OK = 0, BUG_RELEASE_FIRST, BUG_NO_SEQ_CHECK, BUG_NO_FENCE,
-	BUG_BLIND_RETRY, BUG_DEL_EMPTIES, BUG_SEQ_WRAP, BUG_INS_VALUE
+	BUG_BLIND_RETRY, BUG_DEL_EMPTIES, BUG_SEQ_WRAP, BUG_INS_VALUE,
+	BUG_JOIN_NO_FENCE, BUG_JOIN_NO_REBUILD
 };
+
+/* a join's final replica set (scen.join) */
+enum join { NO_JOIN = 0, JOIN_PRIM, JOIN_BACKUP, LEAVE_PRIM };
 
 /* BUG_SEQ_WRAP compares sequences as serial numbers of this many values
  * (the slot word's 8-bit version is one of 256) */
@@ -87,6 +103,7 @@ struct scen {
 	unsigned dels;           /* ... that op is a delete */
 	int fresh;               /* the key has no slot anywhere at first:
 				  * the first write inserts it */
+	enum join join;          /* a join instead of failures */
 };
 
 struct rep {
@@ -137,14 +154,20 @@ struct hent {
 	uint8_t att_old[ATT_MAX];/* what each read under the lock */
 };
 
+#define RB W_N               /* w[RB]: a join's rebuilder */
+
 struct state {
 	struct rep rep[R_MAX];
-	struct wr w[W_N];
+	struct wr w[W_N + 1];
 	uint8_t epoch;           /* the published map */
 	uint8_t dead_prims;      /* primaries killed so far */
 	uint8_t coord;           /* 0 idle, 1 fencing, then publish */
 	uint8_t fenced;          /* bit i: survivor i fenced this failover */
 	uint8_t kills, steals;
+	uint8_t jphase;          /* a join: 0 before, 1 fencing for epoch 2,
+				  * 2 epoch 2 (the rebuild), 3 fencing for
+				  * epoch 3, 4 done */
+	uint8_t rb_steals;       /* the rebuilder's (not the budget's) */
 	uint8_t rd_epoch, rd_n;  /* the reader: its map, gets done */
 	uint8_t nh;
 	uint8_t pad[3];
@@ -163,9 +186,48 @@ struct ctx {
 
 /* ----------------------------------------------------------- the map */
 
-/* Replicas of epoch e: the first failures-so-far replicas are dead, so
- * the map of epoch e has replicas e-1 .. r-1, the first one primary. */
-static unsigned prim(uint8_t e) { return (unsigned)e - 1; }
+static const struct scen *g_sc; /* the scenario being explored */
+
+/* A replica set: the primary first. */
+struct mset {
+	unsigned n;
+	uint8_t rep[R_MAX];
+};
+
+/* Replicas of epoch e: failing over, the first failures-so-far replicas
+ * are dead, so the map of epoch e has replicas e-1 .. r-1; joining, {0,
+ * 1}, then {0, 1, 2}, then the final set. */
+static struct mset set_of(uint8_t e)
+{
+	static const uint8_t fin[][2] = { [JOIN_PRIM] = { 2, 0 },
+					  [JOIN_BACKUP] = { 0, 2 },
+					  [LEAVE_PRIM] = { 1, 2 } };
+	struct mset m = { 0 };
+
+	if (!g_sc->join) {
+		for (unsigned i = (unsigned)e - 1; i < g_sc->r; i++)
+			m.rep[m.n++] = (uint8_t)i;
+		return m;
+	}
+	if (e <= 1) {
+		m = (struct mset){ 2, { 0, 1 } };
+	} else if (e == 2) {
+		m = (struct mset){ 3, { 0, 1, 2 } };
+	} else {
+		m.n = 2;
+		m.rep[0] = fin[g_sc->join][0];
+		m.rep[1] = fin[g_sc->join][1];
+	}
+	return m;
+}
+
+static unsigned prim(uint8_t e) { return set_of(e).rep[0]; }
+
+/* replicas in the model: r, and the server a join adds */
+static unsigned nreps(const struct scen *sc)
+{
+	return sc->join ? sc->r + 1 : sc->r;
+}
 
 static int usable(const struct state *s, unsigned i, uint8_t e)
 {
@@ -291,7 +353,7 @@ static void fail(struct ctx *x, const struct state *s, const char *why)
 		return;
 	int n = snprintf(x->first, sizeof(x->first), "%s; replicas", why);
 
-	for (unsigned i = 0; i < x->sc->r && n < (int)sizeof(x->first); i++)
+	for (unsigned i = 0; i < nreps(x->sc) && n < (int)sizeof(x->first); i++)
 		n += snprintf(x->first + n, sizeof(x->first) - (size_t)n,
 			      " [%s v%u ver%u%s]",
 			      s->rep[i].alive ? "up" : "dead", s->rep[i].val,
@@ -315,16 +377,27 @@ static void fail(struct ctx *x, const struct state *s, const char *why)
 static const char *settled_bad(const struct ctx *x, const struct state *s)
 {
 	unsigned p = prim(s->epoch);
+	struct mset ms = set_of(s->epoch);
 
 	if (s->coord || !s->rep[p].alive)
 		return NULL;
-	for (unsigned b = p + 1; b < x->sc->r; b++) {
-		const struct rep *rb = &s->rep[b];
+	for (unsigned k = 1; k < ms.n; k++) {
+		const struct rep *rb = &s->rep[ms.rep[k]];
+		/* the server a join adds holds every value only once its
+		 * rebuild is done */
+		int catching_up = x->sc->join && s->jphase == 2 &&
+				  ms.rep[k] == 2 && s->w[RB].pc != W_DONE;
+		/* nor a tombstone written before it joined: a writer that
+		 * could put an older value over it there locked before the
+		 * delete, in the map it is fenced from */
+		int no_tomb = x->sc->join && ms.rep[k] == 2 && !rb->present &&
+			      s->rep[p].val == 0;
 
 		if (!rb->alive)
 			continue;
-		if (rb->ver < s->rep[p].vseq ||
-		    (rb->ver == s->rep[p].vseq && rb->val != s->rep[p].val))
+		if (!catching_up && !no_tomb &&
+		    (rb->ver < s->rep[p].vseq ||
+		     (rb->ver == s->rep[p].vseq && rb->val != s->rep[p].val)))
 			return "the primary shows a value a live backup lacks";
 		if (rb->ver > s->rep[p].ver)
 			return "a backup is ahead of the primary's sequence";
@@ -366,6 +439,10 @@ static int rmw_attempt(struct state *s, struct wr *w)
 	struct hent *h = &s->h[w->hist];
 	unsigned p = prim(w->epoch);
 
+	if (w == &s->w[RB]) {
+		w->val = s->rep[p].val; /* writes back what it reads */
+		return 1;
+	}
 	if (h->kind != H_RMW)
 		return 1;
 	if (h->natt >= ATT_MAX)
@@ -426,6 +503,19 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 
 	switch (w->pc) {
 	case W_IDLE:
+		if (wi == RB) {
+			/* once, when the map with the extra backup is out */
+			if (w->op >= 1) {
+				w->pc = W_DONE;
+				return 1;
+			}
+			if (s->jphase != 2 || sc->bug == BUG_JOIN_NO_REBUILD)
+				return 0;
+			w->epoch = s->epoch;
+			w->installed = 0;
+			w->pc = W_LOCK;
+			return 1;
+		}
 		if (w->op >= sc->nops[wi]) {
 			w->pc = W_DONE;
 			return 1;
@@ -451,6 +541,12 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 			return 0;                    /* steals: see explore() */
 		if (!rmw_attempt(s, w))
 			return 0;
+		if (wi == RB && w->val == 0) {
+			/* absent (or no slot): nothing to write again */
+			w->op++;
+			w->pc = W_IDLE;
+			return 1;
+		}
 		if (!s->rep[p].present) {
 			/* no slot: insert one, tentative (§6 makes it the
 			 * only one), committed as a locked tombstone */
@@ -490,8 +586,9 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 		return 1;
 	case W_READB:
 	case W_CASB: {
-		unsigned nb = sc->r - prim(w->epoch) - 1;
-		unsigned b = prim(w->epoch) + 1 + w->b;
+		struct mset ms = set_of(w->epoch);
+		unsigned nb = ms.n - 1;
+		unsigned b = w->b < nb ? ms.rep[1 + w->b] : 0;
 
 		if (w->b >= nb) {
 			w->pc = sc->bug == BUG_RELEASE_FIRST ? W_IDLE : W_RELEASE;
@@ -540,6 +637,11 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 			s->rep[p].ver = (uint16_t)(w->seq + 1);
 			s->rep[p].vseq = w->seq;
 			s->rep[p].lock = 0;
+			if (wi == RB) {
+				w->op++;
+				w->pc = W_IDLE;
+				return 1;
+			}
 			if (sc->bug == BUG_RELEASE_FIRST) {
 				w->b = 0;
 				w->pc = W_READB;     /* backups after the ack */
@@ -577,10 +679,81 @@ static int w_step(const struct ctx *x, struct state *s, unsigned wi)
 	}
 }
 
+/* The join's coordinator: what 0 moves it on (begin, publish epoch 2
+ * once every replica is fenced, begin the second half once the rebuild
+ * is done, reconcile and publish epoch 3 once every replica is fenced
+ * again); what 1..3 fences that replica. */
+static int join_step(const struct ctx *x, struct state *s, unsigned what)
+{
+	const struct scen *sc = x->sc;
+	unsigned all = nreps(sc), mask = (1u << all) - 1;
+
+	if (what == 0) {
+		switch (s->jphase) {
+		case 0:
+			s->jphase = 1;
+			s->fenced = 0;
+			return 1;
+		case 1:
+			if (sc->bug != BUG_JOIN_NO_FENCE && s->fenced != mask)
+				return 0;
+			s->epoch = 2;
+			s->jphase = 2;
+			return 1;
+		case 2:
+			if (s->w[RB].pc != W_DONE &&
+			    sc->bug != BUG_JOIN_NO_REBUILD)
+				return 0;
+			s->jphase = 3;
+			s->fenced = 0;
+			return 1;
+		case 3: {
+			struct mset f = set_of(3);
+			unsigned np = f.rep[0];
+			uint8_t val = s->rep[np].val;
+			uint16_t m = 0;
+
+			if (s->fenced != mask)
+				return 0;
+			/* the failover's reconcile over the final set */
+			for (unsigned k = 0; k < f.n; k++)
+				if (s->rep[f.rep[k]].ver > m)
+					m = s->rep[f.rep[k]].ver;
+			for (unsigned k = 0; k < f.n; k++) {
+				struct rep *rp = &s->rep[f.rep[k]];
+
+				rp->val = val;
+				rp->ver = (uint16_t)(f.rep[k] == np ? m + 2
+								    : m + 1);
+				rp->vseq = (uint16_t)(m + 1);
+				rp->lock = 0;
+				rp->present = 1;
+			}
+			s->epoch = 3;
+			s->jphase = 4;
+			return 1;
+		}
+		default:
+			return 0;
+		}
+	}
+	if (what > all || (s->jphase != 1 && s->jphase != 3) ||
+	    (s->fenced & (1u << (what - 1))))
+		return 0;
+	if (!(sc->bug == BUG_JOIN_NO_FENCE && s->jphase == 1) &&
+	    !(sc->bug == BUG_NO_FENCE && s->jphase == 3))
+		s->rep[what - 1].fence = (uint8_t)(s->jphase == 1 ? 2 : 3);
+	s->fenced = (uint8_t)(s->fenced | (1u << (what - 1)));
+	return 1;
+}
+
 static int coord_step(const struct ctx *x, struct state *s, unsigned what)
 {
 	const struct scen *sc = x->sc;
 	unsigned p = prim(s->epoch);
+
+	if (sc->join)
+		return join_step(x, s, what);
 
 	if (what == 0) {                             /* kill the primary */
 		if (s->coord || s->dead_prims >= sc->failures)
@@ -647,32 +820,52 @@ static void explore(struct ctx *x, const struct state *s)
 
 	if (x->violations)
 		return;
-	for (unsigned wi = 0; wi < W_N; wi++) {
+	for (unsigned wi = 0; wi < W_N + (sc->join ? 1u : 0u); wi++) {
 		struct state t = *s;
+		int rb = wi == RB;
 
 		if (w_step(x, &t, wi)) {
 			next(x, &t);
 			moved = 1;
 		}
-		/* a waiting writer steals the lock (its holder may be paused) */
+		/* a waiting writer steals the lock (its holder may be paused);
+		 * the rebuilder once, beside the budget (a real one waits a
+		 * lease like any writer) */
 		t = *s;
-		if (s->steals < sc->steals && t.w[wi].pc == W_LOCK &&
+		if ((rb ? s->rb_steals < 1 : s->steals < sc->steals) &&
+		    t.w[wi].pc == W_LOCK &&
 		    usable(&t, prim(t.w[wi].epoch), t.w[wi].epoch) &&
 		    t.rep[prim(t.w[wi].epoch)].lock) {
 			unsigned p = prim(t.w[wi].epoch);
 
 			if (!rmw_attempt(&t, &t.w[wi]))
 				goto no_steal;
+			if (rb && t.w[wi].val == 0) {
+				/* absent: stolen and released unchanged */
+				t.rep[p].ver = (uint16_t)(t.rep[p].ver + 2);
+				t.rep[p].lock = 0;
+				t.w[wi].op++;
+				t.w[wi].pc = W_IDLE;
+				t.rb_steals++;
+				next(x, &t);
+				moved = 1;
+				goto no_steal;
+			}
 			t.rep[p].ver++;
 			t.w[wi].seq = t.rep[p].ver;
 			t.w[wi].b = 0;
 			t.w[wi].pc = sc->bug == BUG_RELEASE_FIRST ? W_RELEASE
 								  : W_READB;
-			t.steals++;
+			if (rb)
+				t.rb_steals++;
+			else
+				t.steals++;
 			next(x, &t);
 			moved = 1;
 		}
 no_steal:
+		if (rb)
+			continue;
 		/* ... or clears a tentative slot whose inserter looks dead
 		 * (§6: after a lease), then inserts its own */
 		t = *s;
@@ -712,7 +905,7 @@ no_steal:
 			moved = 1;
 		}
 	}
-	for (unsigned what = 0; what <= sc->r + 1; what++) {
+	for (unsigned what = 0; what <= nreps(sc) + 1; what++) {
 		struct state t = *s;
 
 		if (coord_step(x, &t, what)) {
@@ -736,6 +929,7 @@ static int run(const struct scen *sc, struct ctx *x)
 		return 0;
 	}
 	x->sc = sc;
+	g_sc = sc;
 	/* sanitizers slow this single-threaded search 15x, and what they
 	 * could find in it (a bad access of the search itself) shows in its
 	 * first states as well: there each scenario stops at 250,000, the
@@ -746,12 +940,12 @@ static int run(const struct scen *sc, struct ctx *x)
 	if (!x->seen)
 		return -1;
 	memset(&s, 0, sizeof(s));
-	for (unsigned i = 0; i < sc->r; i++) {
+	for (unsigned i = 0; i < nreps(sc); i++) {
 		s.rep[i].alive = 1;
 		s.rep[i].fence = 1;
 		/* a tombstone everywhere (primary ver = seq + 1), or no slot
-		 * anywhere */
-		s.rep[i].present = !sc->fresh;
+		 * anywhere; nothing on the server a join adds */
+		s.rep[i].present = !sc->fresh && i < sc->r;
 		s.rep[i].ver = i == 0 && !sc->fresh ? 1 : 0;
 	}
 	s.epoch = 1;
@@ -775,25 +969,34 @@ static int run(const struct scen *sc, struct ctx *x)
 }
 
 static const struct scen good[] = {
-	/* name, r, ops, failures, crashes, steals, bug, rmws, dels, fresh */
-	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 0 },
+	/* name, r, ops, failures, crashes, steals, bug, rmws, dels, fresh,
+	 * join */
+	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN },
 	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0, 0,
-	  0 },
-	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0, 0, 0 },
-	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0, 0 },
-	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5, 0, 0 },
-	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5, 0, 0 },
-	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0, 0 },
-	{ "r=2, put+del and put", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0x2, 0 },
+	  0, NO_JOIN },
+	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN },
+	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0, 0, NO_JOIN },
+	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5, 0, 0, NO_JOIN },
+	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5, 0, 0, NO_JOIN },
+	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0, 0, NO_JOIN },
+	{ "r=2, put+del and put", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0x2, 0, NO_JOIN },
 	{ "r=2, del and rmw, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x4, 0x1,
-	  0 },
+	  0, NO_JOIN },
 	{ "r=3, del and put, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0x1,
-	  0 },
-	{ "r=2, new key: 2+1 puts", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 1 },
+	  0, NO_JOIN },
+	{ "r=2, new key: 2+1 puts", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 1, NO_JOIN },
 	{ "r=2, new key: rmw, del+put", 2, { 1, 2 }, 1, 1, 1, OK, 0x1, 0x4,
-	  1 },
+	  1, NO_JOIN },
 	{ "r=3, new key: 2 rmws, 2 fails", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0,
-	  1 },
+	  1, NO_JOIN },
+	{ "r=2, join as primary: puts, crash", 2, { 1, 1 }, 0, 1, 1, OK, 0, 0, 0,
+	  JOIN_PRIM },
+	{ "r=2, join as primary: rmw, del", 2, { 1, 1 }, 0, 0, 1, OK, 0x1, 0x4,
+	  0, JOIN_PRIM },
+	{ "r=2, join as backup: 1+1 puts", 2, { 1, 1 }, 0, 0, 1, OK, 0, 0, 0,
+	  JOIN_BACKUP },
+	{ "r=2, drain the primary: rmws", 2, { 1, 1 }, 0, 0, 1, OK, 0x5, 0, 0,
+	  LEAVE_PRIM },
 };
 
 static void t_protocol(void)
@@ -809,18 +1012,24 @@ static void t_protocol(void)
 
 static const struct scen bad[] = {
 	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST, 0, 0,
-	  0 },
+	  0, NO_JOIN },
 	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK,
-	  0, 0, 0 },
-	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0, 0, 0 },
-	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0, 0, 0 },
+	  0, 0, 0, NO_JOIN },
+	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0, 0, 0, NO_JOIN },
+	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0, 0, 0, NO_JOIN },
 	{ "bug: blind retry of rmws", 2, { 1, 1 }, 1, 0, 0, BUG_BLIND_RETRY,
-	  0x5, 0, 0 },
+	  0x5, 0, 0, NO_JOIN },
 	{ "bug: delete empties backups", 2, { 1, 1 }, 1, 1, 1,
-	  BUG_DEL_EMPTIES, 0, 0x4, 0 },
-	{ "bug: sequences wrap", 2, { 1, 2 }, 1, 0, 1, BUG_SEQ_WRAP, 0, 0, 0 },
+	  BUG_DEL_EMPTIES, 0, 0x4, 0, NO_JOIN },
+	{ "bug: sequences wrap", 2, { 1, 2 }, 1, 0, 1, BUG_SEQ_WRAP, 0, 0, 0, NO_JOIN },
 	{ "bug: insert shows its value", 2, { 1, 1 }, 1, 0, 0, BUG_INS_VALUE,
-	  0, 0, 1 },
+	  0, 0, 1, NO_JOIN },
+	{ "bug: join, no first fence", 2, { 1, 1 }, 0, 0, 1, BUG_JOIN_NO_FENCE,
+	  0, 0, 0, JOIN_PRIM },
+	{ "bug: join, no rebuild", 2, { 1, 1 }, 0, 0, 0, BUG_JOIN_NO_REBUILD,
+	  0, 0, 0, JOIN_PRIM },
+	{ "bug: join, no second fence", 2, { 1, 1 }, 0, 0, 1, BUG_NO_FENCE, 0,
+	  0, 0, JOIN_PRIM },
 };
 
 /* each broken protocol is caught */
