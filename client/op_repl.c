@@ -154,6 +154,15 @@ static void leg_drop(struct leg *l)
 	l->written = 0;
 }
 
+/* The leg's server is down, or being connected again (peers.c: its down
+ * stays set meanwhile): a round posted now could go out on a connection
+ * that the failed attempt then drops with its completions, and the leg
+ * would wait for ever.  Its error, or 0. */
+static int leg_peer_err(const struct leg *l)
+{
+	return l->p->down ? l->p->down : l->p->link.dead;
+}
+
 static void leg_located(struct leg *l)
 {
 	l->step = LEG_LOCATED;
@@ -309,6 +318,10 @@ static void leg_locate(struct leg *l)
 		leg_fail(l, -ETIMEDOUT);
 		return;
 	}
+	if (leg_peer_err(l)) {
+		leg_fail(l, leg_peer_err(l));
+		return;
+	}
 	l->t_ms = rkv_coarse_ms();
 	l->nwr = 0;
 	ce = cache_find_at(o->c, &o->kh, o->op->key, o->op->key_len,
@@ -376,6 +389,12 @@ static void leg_install(struct leg *l)
 		l->step = LEG_IDLE;
 		if (!o->repl.err)
 			o->repl.err = -EIO;
+		return;
+	}
+	if (leg_peer_err(l)) {
+		l->step = LEG_IDLE; /* nothing posted: as a full backup */
+		if (!o->repl.err)
+			o->repl.err = leg_peer_err(l);
 		return;
 	}
 	if (l->found && l->seq >= o->repl.seq) {
