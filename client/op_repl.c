@@ -519,6 +519,10 @@ static void leg_round_done(struct leg *l)
 			l->pending = 0;
 			leg_setup(l, l->next_si);
 			leg_locate(l);
+		} else {
+			/* a leg the op has no backup for this time (repl_begin)
+			 * held its install back until now */
+			leg_settled(o);
 		}
 		return;
 	}
