@@ -168,6 +168,27 @@ static void t_repl_transit(void)
 	x_run(&sc);
 }
 
+/* The same with two keys, one with the extra backup (K) and one without
+ * (R): A's delete of K (absent) ends while its legs may still be reading,
+ * then A puts R, whose attempt has no backup for the second leg; that
+ * leg's late round must not hold R's install back for ever. */
+static void t_repl_transit_two_keys(void)
+{
+	static const struct x_scenario sc = {
+		.name = "repl_transit_two_keys", .nclients = 2,
+		.ops = {
+			{ { X_DEL, "K", NULL }, { X_PUT, "R", "A2" } },
+			{ { X_PUT, "R", "B1" } },
+		},
+		.layout_key = "K", .empty = 0xc0,
+		.pre = { { "R", "v0" } },
+		.max_advances = 1,
+		.nservers = 3, .replicas = 2, .transit = 1, .sample = 1,
+		.max_runs = 4000, .max_runs_sanitized = 500,
+	};
+	x_run(&sc);
+}
+
 /* A new key at r=2: two inserts race (tentative slots, the commit as a
  * locked tombstone, the installs); A may die. */
 static void t_repl_new_key(void)
@@ -254,6 +275,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_repl_fp_twin);
 	RKV_TEST(t_repl3_put_rmw_kill);
 	RKV_TEST(t_repl_transit);
+	RKV_TEST(t_repl_transit_two_keys);
 	RKV_TEST(t_repl3_holder_dies);
 	RKV_TEST(x_summary);
 	return rkv_test_done();
