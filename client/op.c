@@ -282,14 +282,15 @@ static void wr_done(struct opslot *o, unsigned par, int last,
 	}
 	if (!last)
 		return;
-	if (o->err && !o->kind->writes && op_refenced(o, o->p, o->err))
+	if (!o->err) {
+		round_done(o);
+		return;
+	}
+	if (!o->kind->writes && op_refenced(o, o->p, o->err))
 		return; /* a read: it changed nothing */
 	if (o->err == -EACCES && o->c->moved)
 		o->err = -ECONNRESET; /* our keys revoked: a fence closes us */
-	if (o->err)
-		op_finish(o, o->err);
-	else
-		round_done(o);
+	op_finish(o, o->err);
 }
 
 #define CTX_FNS(i, par, last)                                                  \

@@ -313,13 +313,12 @@ static void leg_locate(struct leg *l)
 {
 	struct opslot *o = l->o;
 	struct cache_ent *ce;
+	int err = leg_peer_err(l);
 
-	if (++l->tries > LEG_TRIES || rkv_coarse_ms() > o->deadline_ms) {
-		leg_fail(l, -ETIMEDOUT);
-		return;
-	}
-	if (leg_peer_err(l)) {
-		leg_fail(l, leg_peer_err(l));
+	if (++l->tries > LEG_TRIES || rkv_coarse_ms() > o->deadline_ms)
+		err = -ETIMEDOUT;
+	if (err) {
+		leg_fail(l, err);
 		return;
 	}
 	l->t_ms = rkv_coarse_ms();
@@ -391,10 +390,11 @@ static void leg_install(struct leg *l)
 			o->repl.err = -EIO;
 		return;
 	}
-	if (leg_peer_err(l)) {
+	rc = leg_peer_err(l);
+	if (rc) {
 		l->step = LEG_IDLE; /* nothing posted: as a full backup */
 		if (!o->repl.err)
-			o->repl.err = leg_peer_err(l);
+			o->repl.err = rc;
 		return;
 	}
 	if (l->found && l->seq >= o->repl.seq) {

@@ -155,7 +155,7 @@ int rkv_map_holds(const struct rkv_map *m, unsigned part, unsigned s)
 }
 
 /* The r best servers for partition p in score order into top (how many:
- * the return), leaving out those in state skip. */
+ * the return), leaving out those in state skip (joining or leaving). */
 static unsigned best_r(const struct rkv_map *m, unsigned p, unsigned r,
 		       int skip, unsigned *top)
 {
@@ -167,7 +167,7 @@ static unsigned best_r(const struct rkv_map *m, unsigned p, unsigned r,
 		uint64_t sc;
 		unsigned j = k;
 
-		if (m->srv[i].state == skip && skip != RKV_MAP_MEMBER)
+		if (m->srv[i].state == skip)
 			continue;
 		sc = rkv_map_score(&m->srv[i], p);
 		while (j > 0 && ranks_above(m, i, sc, top[j - 1], score[j - 1]))

@@ -328,11 +328,10 @@ static int get_map(struct rkv_srv_reg *r, const char *key, struct rkv_map *m)
 	return rc;
 }
 
-/* Whether server name holds a copy of partition p in map m. */
-static int holds(const struct rkv_map *m, unsigned p, const char *name)
+/* Whether server s (its index in m, -1: not in it) holds a copy of
+ * partition p in map m. */
+static int holds(const struct rkv_map *m, unsigned p, int s)
 {
-	int s = rkv_map_find(m, name);
-
 	return s >= 0 && rkv_map_holds(m, p, (unsigned)s);
 }
 
@@ -341,7 +340,7 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *n = rkv_malloc(sizeof(*n));
 	char key[RKV_REG_KEY_MAX];
 	unsigned gone = 0;
-	int rc = m && n ? 0 : -ENOMEM, have_next = 0;
+	int rc = m && n ? 0 : -ENOMEM, have_next = 0, in_m = -1, in_n = -1;
 
 	pthread_mutex_lock(&r->emu);
 	r->srv = srv; /* for check_removed and the lease word, from now on */
@@ -354,14 +353,16 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 	if (!rc) {
 		rkv_reg_next_key(&r->u, key, sizeof(key));
 		have_next = get_map(r, key, n) == 0 && n->epoch == m->epoch + 1;
+		in_m = rkv_map_find(m, r->name);
+		in_n = have_next ? rkv_map_find(n, r->name) : -1;
 	}
 	for (unsigned p = 0; !rc && p < RKV_MAP_PARTS; p++) {
 		/* ours: we hold a copy (the primary's, or a backup's at
 		 * r > 1: legs write backups through this table too) */
-		int mine = holds(m, p, r->name);
+		int mine = holds(m, p, in_m);
 		uint64_t w = 0;
 
-		if (mine && have_next && !holds(n, p, r->name))
+		if (mine && have_next && !holds(n, p, in_n))
 			w = rkv_part_word(RKV_PART_GONE, (uint32_t)n->epoch);
 		else if (!mine)
 			w = rkv_part_word(RKV_PART_GONE, (uint32_t)m->epoch);

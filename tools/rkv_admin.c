@@ -368,10 +368,12 @@ static int cmd_status(struct admin *a)
 			       : "",
 		       m->srv[i].state == RKV_MAP_JOINING
 			       ? "  (joining: its copies are being made; "
-				 "rkv admin join resumes a join that stopped)"
+				 "rkv admin join resumes a join that stopped, "
+				 "drain undoes it)"
 		       : m->srv[i].state == RKV_MAP_LEAVING
 			       ? "  (leaving: its copies are being made "
-				 "elsewhere; rkv admin drain resumes it)"
+				 "elsewhere; rkv admin drain resumes it, join "
+				 "undoes it)"
 			       : "");
 	}
 	if (m->n && rkv_map_r(m) > 1) {
@@ -523,13 +525,32 @@ static int cmd_map(struct admin *a)
 
 #define MAP_TEXT_MAX (RKV_MAP_SERVERS_MAX * 400 + 64)
 
+/* to: the servers of m but the one named skip (NULL: none), members, or
+ * in their states in m with keep_state; of m's next epoch and r; not
+ * placed yet.  0, or the exit status of the failure said. */
+static int servers_of(const char *cmd, const struct rkv_map *m,
+		      const char *skip, int keep_state, struct rkv_map *to)
+{
+	rkv_map_init(to);
+	for (unsigned i = 0; i < m->n; i++) {
+		if (skip && !strcmp(m->srv[i].name, skip))
+			continue;
+		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
+			return fail(cmd, "%s", "the map is full");
+		if (keep_state)
+			to->srv[to->n - 1].state = m->srv[i].state;
+	}
+	to->epoch = m->epoch + 1;
+	to->replicas = m->replicas;
+	return 0;
+}
+
 /* The map after cmd (join or drain) of name: *to, or an error said. */
 static int next_map(struct admin *a, const char *cmd, const char *name,
 		    const struct rkv_map *m, struct rkv_map *to)
 {
-	int in = rkv_map_find(m, name);
+	int in = rkv_map_find(m, name), rc;
 
-	rkv_map_init(to);
 	if (!strcmp(cmd, "join")) {
 		const struct rkv_reg_server *r = registered(a, name);
 
@@ -540,26 +561,19 @@ static int next_map(struct admin *a, const char *cmd, const char *name,
 			return fail(cmd, "server '%s' is not registered (is it "
 				    "running with --cluster %s?)", name,
 				    a->url);
-		for (unsigned i = 0; i < m->n; i++)
-			if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr,
-					NULL, 0))
-				return fail(cmd, "%s", "the map is full");
-		if (add_server(to, r))
-			return 2;
+		rc = servers_of(cmd, m, NULL, 0, to);
+		if (!rc && add_server(to, r))
+			rc = 2;
 	} else {
 		if (in < 0)
 			return fail(cmd, "server '%s' is not in the map", name);
 		if (m->n == 1)
 			return fail(cmd, "server '%s' is the only one: its keys "
 				    "have nowhere to go", name);
-		for (unsigned i = 0; i < m->n; i++)
-			if ((int)i != in &&
-			    rkv_map_add(to, m->srv[i].name, m->srv[i].addr,
-					NULL, 0))
-				return fail(cmd, "%s", "the map is full");
+		rc = servers_of(cmd, m, name, 0, to);
 	}
-	to->epoch = m->epoch + 1;
-	to->replicas = m->replicas;
+	if (rc)
+		return rc;
 	if (to->replicas > to->n)
 		return fail(cmd, "the map keeps %u copies of each key: it "
 			    "cannot have fewer than %u servers", to->replicas,
@@ -869,12 +883,14 @@ static void fo_progress(void *arg, uint64_t done, uint64_t total)
 
 /* The copies the map is short of, written again; the record removed. */
 static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
-		   const uint8_t *parts, struct rkv_fo_stats *st)
+		   const uint8_t *parts)
 {
 	char key[RKV_REG_KEY_MAX], why[300] = "";
 	struct rkv_client_opts co;
 	struct fo_prog pg = { .tty = isatty(1), .a = a, .parts = parts,
 			      .epoch = m->epoch, .saved_ms = rkv_now_ms() };
+	struct rkv_fo_stats st = { 0 };
+	unsigned n = 0;
 	int rc;
 
 	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
@@ -882,7 +898,7 @@ static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
 				  .parts = parts, .progress = fo_progress,
 				  .arg = &pg };
 
-	rc = rkv_fo_rebuild(&fo, st, why, sizeof(why));
+	rc = rkv_fo_rebuild(&fo, &st, why, sizeof(why));
 	if (pg.tty)
 		printf("\n");
 	if (rc)
@@ -893,6 +909,11 @@ static int rebuild(struct admin *a, const char *cmd, const struct rkv_map *m,
 	if (rc && rc != -ENOENT)
 		return fail(cmd, "removing the rebuild record: %s",
 			    rkv_etcd_why(a->e));
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		n += parts[p];
+	printf("cluster %s: %u partitions rebuilt, %llu keys written again "
+	       "in %.2f s\n", a->u.cluster, n, (unsigned long long)st.rebuilt,
+	       (double)st.elapsed_ms / 1000.0);
 	return 0;
 }
 
@@ -900,10 +921,8 @@ static int cmd_rebuild(struct admin *a)
 {
 	static uint8_t parts[RKV_MAP_PARTS];
 	struct rkv_map *m = rkv_malloc(sizeof(*m));
-	struct rkv_fo_stats st = { 0 };
 	int64_t rev;
 	int rc, have = 0;
-	unsigned n = 0;
 
 	if (!m)
 		return fail("rebuild", "%s", "out of memory");
@@ -916,15 +935,8 @@ static int cmd_rebuild(struct admin *a)
 		printf("cluster %s: nothing to rebuild\n", a->u.cluster);
 		goto out;
 	}
-	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
-		n += parts[p];
 	if (!rc)
-		rc = rebuild(a, "rebuild", m, parts, &st);
-	if (!rc)
-		printf("cluster %s: %u partitions rebuilt, %llu keys written "
-		       "again in %.2f s\n", a->u.cluster, n,
-		       (unsigned long long)st.rebuilt,
-		       (double)st.elapsed_ms / 1000.0);
+		rc = rebuild(a, "rebuild", m, parts);
 out:
 	rkv_free(m);
 	return rc;
@@ -934,18 +946,12 @@ out:
 static int failover_map(const char *cmd, const char *name,
 			const struct rkv_map *m, struct rkv_map *to)
 {
-	rkv_map_init(to);
-	for (unsigned i = 0; i < m->n; i++) {
-		if (!strcmp(m->srv[i].name, name))
-			continue;
-		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
-			return fail(cmd, "%s", "the map is full");
-		/* a join or drain under way stays so: a server joining
-		 * is never made a primary before it holds its copies */
-		to->srv[to->n - 1].state = m->srv[i].state;
-	}
-	to->epoch = m->epoch + 1;
-	to->replicas = m->replicas;
+	/* a join or drain under way stays so: a server joining is never
+	 * made a primary before it holds its copies */
+	int rc = servers_of(cmd, m, name, 1, to);
+
+	if (rc)
+		return rc;
 	if (to->replicas > to->n)
 		return fail(cmd, "the map keeps %u copies of each key and "
 			    "would have %u server%s left: nothing changed",
@@ -1006,7 +1012,6 @@ static int transit_map(struct admin *a, const char *cmd, const char *name,
 {
 	int in = rkv_map_find(m, name), join = !strcmp(cmd, "join");
 
-	rkv_map_init(to);
 	if (join && in >= 0)
 		return fail(cmd, "server '%s' is in the map already", name);
 	if (!join && in < 0)
@@ -1015,9 +1020,8 @@ static int transit_map(struct admin *a, const char *cmd, const char *name,
 		return fail(cmd, "the map keeps %u copies of each key: it "
 			    "cannot have fewer than %u servers; nothing "
 			    "changed", rkv_map_r(m), rkv_map_r(m));
-	for (unsigned i = 0; i < m->n; i++)
-		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
-			return fail(cmd, "%s", "the map is full");
+	if (servers_of(cmd, m, NULL, 0, to))
+		return 2;
 	if (join) {
 		const struct rkv_reg_server *r = registered(a, name);
 
@@ -1031,23 +1035,21 @@ static int transit_map(struct admin *a, const char *cmd, const char *name,
 	} else {
 		to->srv[in].state = RKV_MAP_LEAVING;
 	}
-	to->epoch = m->epoch + 1;
-	to->replicas = m->replicas;
 	rkv_map_place(to);
 	return 0;
 }
 
-/* to: m (in transit) with its server a member, or gone; next epoch. */
-static int settled_map(const char *cmd, const struct rkv_map *m,
+/* to: m (in transit) with its server a member, or gone; or with undo
+ * the map before the move (a joining server gone, a leaving one kept);
+ * next epoch. */
+static int settled_map(const char *cmd, const struct rkv_map *m, int undo,
 		       struct rkv_map *to)
 {
-	rkv_map_init(to);
-	for (unsigned i = 0; i < m->n; i++)
-		if (m->srv[i].state != RKV_MAP_LEAVING &&
-		    rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
-			return fail(cmd, "%s", "the map is full");
-	to->epoch = m->epoch + 1;
-	to->replicas = m->replicas;
+	int t = rkv_map_transit(m);
+	int drop = t >= 0 && (m->srv[t].state == RKV_MAP_LEAVING) != undo;
+
+	if (servers_of(cmd, m, drop ? m->srv[t].name : NULL, 0, to))
+		return 2;
 	if (to->replicas > to->n)
 		return fail(cmd, "the map keeps %u copies of each key: it "
 			    "cannot have fewer than %u servers (a failover "
@@ -1057,12 +1059,16 @@ static int settled_map(const char *cmd, const struct rkv_map *m,
 	return 0;
 }
 
-/* Put to as the next map, or check that the next map in etcd (have) is
- * it: a run that stopped is resumed. */
-static int next_is(struct admin *a, const char *cmd, const struct rkv_map *to,
-		   const struct rkv_map *next, int have, char *text)
+/* Put to (the map after m) as the next map, or check that the next map
+ * in etcd is it: a run that stopped is resumed (next: room to read it). */
+static int next_is(struct admin *a, const char *cmd, const struct rkv_map *m,
+		   const struct rkv_map *to, struct rkv_map *next, char *text)
 {
-	if (!have)
+	int have = load_pending_next(a, cmd, m, next);
+
+	if (have > 1)
+		return have;
+	if (have == 1)
 		return put_next(a, cmd, to, text);
 	if (next->epoch != to->epoch || !same_members(next, to))
 		return fail(cmd, "another change to epoch %llu is under way "
@@ -1099,6 +1105,10 @@ static int move_repl(struct admin *a, const char *cmd, const char *name,
 	struct rkv_map *to = rkv_malloc(sizeof(*to));
 	char why[300] = "", *text = rkv_malloc(MAP_TEXT_MAX);
 	int join = !strcmp(cmd, "join"), t = rkv_map_transit(m), rc, have;
+	/* the opposite move of the server in transit undoes it (a join
+	 * whose copies cannot be made: a newcomer too small, say) */
+	int undo = t >= 0 && !strcmp(m->srv[t].name, name) &&
+		   (m->srv[t].state == RKV_MAP_JOINING) != join;
 	struct rkv_client_opts co;
 	struct rkv_fo_stats st = { 0 };
 	unsigned np;
@@ -1107,25 +1117,22 @@ static int move_repl(struct admin *a, const char *cmd, const char *name,
 		rc = fail(cmd, "%s", "out of memory");
 		goto out;
 	}
-	if (t >= 0 && (strcmp(m->srv[t].name, name) ||
-		       (m->srv[t].state == RKV_MAP_JOINING) != join)) {
+	if (t >= 0 && strcmp(m->srv[t].name, name)) {
+		int j = m->srv[t].state == RKV_MAP_JOINING;
+
 		rc = fail(cmd, "server '%s' is %s the cluster: finish that "
-			  "first (rkv admin %s %s)", m->srv[t].name,
-			  m->srv[t].state == RKV_MAP_JOINING ? "joining"
-							     : "leaving",
-			  m->srv[t].state == RKV_MAP_JOINING ? "join" : "drain",
-			  m->srv[t].name);
+			  "first (rkv admin %s %s) or undo it (rkv admin %s "
+			  "%s)", m->srv[t].name, j ? "joining" : "leaving",
+			  j ? "join" : "drain", m->srv[t].name,
+			  j ? "drain" : "join", m->srv[t].name);
 		goto out;
 	}
 	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
 	if (t < 0) {
 		/* 1: name in transit */
 		rc = transit_map(a, cmd, name, m, to);
-		if (!rc) {
-			have = load_pending_next(a, cmd, m, next);
-			rc = have > 1 ? have : next_is(a, cmd, to, next,
-						       have == 0, text);
-		}
+		if (!rc)
+			rc = next_is(a, cmd, m, to, next, text);
 		if (rc)
 			goto out;
 		memset(parts, 0, sizeof(parts));
@@ -1157,25 +1164,21 @@ static int move_repl(struct admin *a, const char *cmd, const char *name,
 		       join ? "joining" : "leaving");
 		fflush(stdout);
 	}
-	/* the copies the transit adds (and any a failover still owes) */
+	/* the copies the transit adds (and any a failover still owes); an
+	 * undo goes back to the sets before it, whose copies are whole */
 	memset(parts, 0, sizeof(parts));
-	rc = load_rebuild(a, cmd, parts, &have);
-	if (!rc && have) {
-		rc = rebuild(a, cmd, m, parts, &st);
-		if (!rc)
-			printf("cluster %s: copies made, %llu keys written "
-			       "again in %.2f s\n", a->u.cluster,
-			       (unsigned long long)st.rebuilt,
-			       (double)st.elapsed_ms / 1000.0);
-	}
+	rc = undo ? 0 : load_rebuild(a, cmd, parts, &have);
+	if (!rc && !undo && have)
+		rc = rebuild(a, cmd, m, parts);
 	if (rc)
 		goto out;
 	/* 2: the final map */
-	rc = settled_map(cmd, m, to);
-	if (!rc) {
-		have = load_pending_next(a, cmd, m, next);
-		rc = have > 1 ? have : next_is(a, cmd, to, next, have == 0, text);
-	}
+	if (undo)
+		printf("%s %s: undoing the %s under way\n", cmd, name,
+		       join ? "drain" : "join");
+	rc = settled_map(cmd, m, undo, to);
+	if (!rc)
+		rc = next_is(a, cmd, m, to, next, text);
 	if (rc)
 		goto out;
 	memset(parts, 0, sizeof(parts));
@@ -1183,7 +1186,6 @@ static int move_repl(struct admin *a, const char *cmd, const char *name,
 	struct rkv_fo_opts fo2 = { .base = &co, .from = m, .to = to,
 				   .parts = parts, .fence_from = 1 };
 
-	memset(&st, 0, sizeof(st));
 	rc = fenced_publish(a, cmd, &fo2, &st, rev);
 	if (rc)
 		goto out;
@@ -1193,6 +1195,16 @@ static int move_repl(struct admin *a, const char *cmd, const char *name,
 	       (unsigned long long)to->epoch, to->n, np,
 	       (unsigned long long)st.keys, (unsigned long long)st.emptied,
 	       (unsigned long long)st.fixed);
+	if (undo) {
+		/* the record the undone move left (perhaps with a
+		 * failover's partitions): written again in the final map */
+		memset(parts, 0, sizeof(parts));
+		rc = load_rebuild(a, cmd, parts, &have);
+		if (!rc && have)
+			rc = rebuild(a, cmd, to, parts);
+		if (rc)
+			goto out;
+	}
 	if (join) {
 		/* the servers a partition left hold copies nobody reads */
 		rc = rkv_fo_cleanup(&fo2, &st, why, sizeof(why));
@@ -1226,7 +1238,6 @@ static int do_failover(struct admin *a, const char *name, int force)
 	char *text = rkv_malloc(MAP_TEXT_MAX);
 	struct rkv_client_opts co;
 	struct rkv_fo_stats st = { 0 };
-	uint64_t t0 = 0;
 	int64_t rev = 0;
 	int rc, have;
 	unsigned nparts;
@@ -1250,12 +1261,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 			printf("server '%s' is failed over already (map epoch "
 			       "%llu); finishing the rebuild\n", name,
 			       (unsigned long long)m->epoch);
-			rc = rebuild(a, cmd, m, parts, &st);
-			if (!rc)
-				printf("cluster %s: rebuilt, %llu keys written "
-				       "again in %.2f s\n", a->u.cluster,
-				       (unsigned long long)st.rebuilt,
-				       (double)st.elapsed_ms / 1000.0);
+			rc = rebuild(a, cmd, m, parts);
 		} else if (!rc) {
 			rc = fail(cmd, "server '%s' is not in the map (epoch "
 				  "%llu)", name, (unsigned long long)m->epoch);
@@ -1331,7 +1337,6 @@ static int do_failover(struct admin *a, const char *name, int force)
 	rc = fenced_publish(a, cmd, &fo, &st, rev);
 	if (rc)
 		goto out;
-	t0 = st.elapsed_ms;
 	printf("cluster %s: map epoch %llu with %u servers published after "
 	       "%.2f s (%llu copies read, %llu keys; %llu copies emptied, "
 	       "%llu locks released, %llu keys written again)\n",
@@ -1341,11 +1346,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	       (unsigned long long)st.keys, (unsigned long long)st.emptied,
 	       (unsigned long long)st.unlocked, (unsigned long long)st.fixed);
 	fflush(stdout);
-	rc = rebuild(a, cmd, to, parts, &st);
-	if (!rc)
-		printf("cluster %s: rebuilt, %llu keys written again in %.2f "
-		       "s\n", a->u.cluster, (unsigned long long)st.rebuilt,
-		       (double)(st.elapsed_ms - t0) / 1000.0);
+	rc = rebuild(a, cmd, to, parts);
 out:
 	rkv_free(next);
 	rkv_free(text);
@@ -1492,15 +1493,12 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 		memset(parts, 0, sizeof(parts));
 		if (!g_watch_stop && now >= next_rebuild &&
 		    !load_rebuild(a, cmd, parts, &have) && have) {
-			struct rkv_fo_stats st = { 0 };
-
 			next_rebuild = now + 10000;
 			printf("finishing a rebuild\n");
 			fflush(stdout);
-			rc = rebuild(a, cmd, m, parts, &st);
-			printf("rebuild %s (%llu keys written again)\n",
-			       rc ? "stopped (tried again)" : "done",
-			       (unsigned long long)st.rebuilt);
+			rc = rebuild(a, cmd, m, parts);
+			if (rc)
+				printf("rebuild stopped (tried again)\n");
 			fflush(stdout);
 		}
 	}

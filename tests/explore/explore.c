@@ -973,7 +973,7 @@ static int transit_server(const struct x_world *w)
 static int map_write(struct x_world *w)
 {
 	FILE *f;
-	int fd;
+	int fd, joining = transit_server(w);
 
 	snprintf(w->map, sizeof(w->map), "/tmp/rkv-explore-%d-XXXXXX",
 		 (int)getpid());
@@ -990,7 +990,7 @@ static int map_write(struct x_world *w)
 	fprintf(f, "replicas %u\n", w->nrep);
 	for (unsigned i = 0; i < w->nsrv; i++)
 		fprintf(f, "s%u fake:///explore-%u%s\n", i, i,
-			(int)i == transit_server(w) ? " joining" : "");
+			(int)i == joining ? " joining" : "");
 	return fclose(f) ? -EIO : 0;
 }
 
