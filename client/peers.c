@@ -223,7 +223,7 @@ static void poll_map(struct rkv_client *c, uint64_t now, int force)
 void peers_heal(struct rkv_client *c)
 {
 	uint64_t now;
-	int polled = 0, lapsed = 0;
+	int polled = 0, lapsed = 0, fresh = 0;
 
 	/* (the common case: one test of each field, no clock read) */
 	if (c->healing ||
@@ -245,6 +245,7 @@ void peers_heal(struct rkv_client *c)
 
 		if (p->link.dead && !p->down && !p->out_of_map) {
 			mark_down(c, p, p->link.dead, now);
+			fresh = 1;
 			/* fenced: one try at once, which reads the new map
 			 * (a dead server is tried after RETRY_FIRST_MS) */
 			if (p->link.fenced)
@@ -253,9 +254,12 @@ void peers_heal(struct rkv_client *c)
 	}
 	/* a server down may have been failed over: a newer map in etcd
 	 * places its keys on the others (and the survivors, fenced, refuse
-	 * this client until it has it) */
+	 * this client until it has it).  Read at once when a server has
+	 * just gone down: an idle client's first ops after a failover
+	 * would otherwise fail on the replaced server for up to
+	 * MAP_POLL_MS before the map sends them to its successors */
 	if (c->ndown || lapsed)
-		poll_map(c, now, 0);
+		poll_map(c, now, fresh);
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
 

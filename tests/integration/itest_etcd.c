@@ -1953,6 +1953,64 @@ static void t_join_drain_r3(void)
 	repl_move_live(3, 80);
 }
 
+/* A join whose copies cannot be made: delta holds 8 keys, so the
+ * rebuild stops (the map stays with delta joining, and writes of the
+ * partitions where it is the extra backup fail, as for any full
+ * backup); `drain delta` undoes the join: every key reads back, every
+ * put works again, and nothing is left to rebuild. */
+static void t_join_undo(void)
+{
+	char out[8192];
+	struct env v;
+	struct rkv_client *c;
+	unsigned bad = 0;
+	int rc = env_etcd(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	for (unsigned i = 0; i < NSRV; i++)
+		ASSERT_EQ(start_srv(&v, i, g_names[i], NULL), 0);
+	g_capacity = "8";
+	rc = start_srv(&v, NSRV, "delta", NULL);
+	g_capacity = "30000";
+	ASSERT_EQ(rc, 0);
+	ASSERT_EQ(admin(&v, "init --replicas 2 alpha bravo charlie", out,
+			sizeof(out)), 0);
+	c = test_client_cluster(v.url, 3000, 10000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < NKEYS; i++)
+		ASSERT_EQ(test_kput(c, i, 1), 0);
+	rc = admin(&v, "join delta", out, sizeof(out));
+	printf("#   join of a server of 8 keys: exit %d: %s", rc,
+	       strstr(out, "rkv admin") ? strstr(out, "rkv admin") : out);
+	EXPECT_EQ(rc, 2);
+	EXPECT_TRUE(strstr(out, "rebuild stopped") != NULL);
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_TRUE(strstr(out, "drain undoes it") != NULL);
+	rc = admin(&v, "drain bravo", out, sizeof(out));
+	EXPECT_EQ(rc, 2);
+	EXPECT_TRUE(strstr(out, "or undo it (rkv admin drain delta)") != NULL);
+	rc = admin(&v, "drain delta", out, sizeof(out));
+	printf("#   drain delta: exit %d: %s", rc, out);
+	EXPECT_EQ(rc, 0);
+	EXPECT_TRUE(strstr(out, "undoing the join") != NULL);
+	for (unsigned i = 0; i < NKEYS; i++) {
+		bad += test_kcheck(c, i, 1) != 0;
+		bad += test_kput(c, i, 2) != 0;
+		bad += test_kcheck(c, i, 2) != 0;
+	}
+	printf("#   after the undo: %u of %u keys wrong or not written\n", bad,
+	       NKEYS);
+	EXPECT_EQ(bad, 0);
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_TRUE(strstr(out, "copies: all 4096 partitions") != NULL);
+	EXPECT_TRUE(strstr(out, "rebuild:") == NULL);
+	EXPECT_TRUE(strstr(out, "joining") == NULL);
+	rkv_client_destroy(c);
+	env_stop(&v);
+}
+
 /* An insert whose first round read its partition as owned, and whose
  * tentative CAS lands after the whole partition moved away: it must see
  * the move in that CAS's round and follow it, not commit on the old
@@ -2253,5 +2311,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_failover_in_rebuild);
 	RKV_TEST(t_join_drain_r2);
 	RKV_TEST(t_join_drain_r3);
+	RKV_TEST(t_join_undo);
 	return rkv_test_done();
 }
