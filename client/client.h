@@ -197,6 +197,9 @@ void peers_setup(struct rkv_client *c, unsigned i,
  * retried like any other; a new one is added.  Its index, or -ENOSPC
  * (no room left: PEER_SPARE) or -ENXIO (the name is another address). */
 int peers_get(struct rkv_client *c, const struct rkv_map_server *s);
+/* Peer p is in the map again (a server failed over, then joined): a
+ * link that died while it was out is retried at once. */
+void peers_back(struct rkv_client *c, struct peer *p);
 /* From each progress call at the top (never from inside one): notice
  * links that failed; reconnect the down servers whose retry is due. */
 void peers_heal(struct rkv_client *c);

@@ -164,6 +164,7 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 {
 	uint16_t owner[RKV_MAP_PARTS];
 	int idx[RKV_MAP_SERVERS_MAX];
+	uint8_t was_out[RKV_MAP_SERVERS_MAX + PEER_SPARE];
 	unsigned r = rkv_map_r(m);
 
 	if (r != c->r) {
@@ -181,9 +182,14 @@ static int adopt(struct rkv_client *c, struct rkv_map *m)
 			return idx[i];
 	}
 	for (unsigned i = 0; i < c->nsrv; i++)
+		was_out[i] = c->peer[i].out_of_map;
+	for (unsigned i = 0; i < c->nsrv; i++)
 		c->peer[i].out_of_map = 1;
 	for (unsigned i = 0; i < m->n; i++)
 		c->peer[idx[i]].out_of_map = 0;
+	for (unsigned i = 0; i < c->nsrv; i++)
+		if (was_out[i] && !c->peer[i].out_of_map)
+			peers_back(c, &c->peer[i]);
 	for (unsigned i = 0; i < c->nsrv; i++) {
 		struct peer *p = &c->peer[i];
 

@@ -98,8 +98,9 @@ void rkv_reg_server_key(const struct rkv_reg_url *u, const char *name,
 int rkv_reg_server_format(const struct rkv_reg_server *s, char *buf,
 			  size_t cap)
 {
-	int n = snprintf(buf, cap, "addr %s\nproto %u\npid %ld\n", s->addr,
-			 s->proto, s->pid);
+	int n = snprintf(buf, cap, "addr %s\nproto %u\npid %ld\n"
+			 "boot %016llx\n", s->addr, s->proto, s->pid,
+			 (unsigned long long)s->boot);
 
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }
@@ -141,6 +142,10 @@ int rkv_reg_server_parse(const char *name, const char *val, size_t len,
 				out->proto = 0;
 		} else if (!strcmp(line, "pid")) {
 			out->pid = strtol(sp, &end, 10);
+		} else if (!strcmp(line, "boot")) {
+			out->boot = strtoull(sp, &end, 16);
+			if (*end)
+				out->boot = 0;
 		}
 	}
 	if (!out->addr[0] || !out->proto) {

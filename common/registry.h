@@ -42,6 +42,10 @@ struct rkv_reg_server {
 	char addr[RKV_REG_ADDR_MAX];
 	unsigned proto;
 	long pid;
+	/* this run of the server: random, never 0 (0: a registration
+	 * without one).  A server starts empty, so a map that recorded
+	 * another boot for its name holds none of this run's copies. */
+	uint64_t boot;
 };
 
 /* Whether s is meant as a registry URL (starts with "etcd://"). */

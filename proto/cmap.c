@@ -242,22 +242,42 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 {
 	char *tok[3] = { NULL };
 	unsigned nt = 0;
-	int state = RKV_MAP_MEMBER, rc;
+	int state = RKV_MAP_MEMBER, rc, have_boot = 0;
+	uint64_t boot = 0;
 	char *h = strchr(line, '#'), *save = NULL;
 
 	if (h)
 		*h = '\0';
 	for (char *t = strtok_r(line, " \t\r\n", &save); t;
 	     t = strtok_r(NULL, " \t\r\n", &save)) {
-		if (nt == 3) {
+		if (nt >= 2 && !have_boot && !strncmp(t, "boot=", 5)) {
+			char *end;
+
+			errno = 0;
+			boot = strtoull(t + 5, &end, 16);
+			if (errno || *end || !t[5] || !boot || t[5] == '-') {
+				set_why(why, why_len, "'%s': a server's boot is "
+					"boot=HEX, not 0", t);
+				return -EINVAL;
+			}
+			have_boot = 1;
+			continue;
+		}
+		if (nt == 3 || have_boot) {
 			set_why(why, why_len, "'%s': want NAME ADDRESS "
-				"[joining|leaving] or ADDRESS", t);
+				"[joining|leaving] [boot=HEX] or ADDRESS", t);
 			return -EINVAL;
 		}
 		tok[nt++] = t;
 	}
 	if (nt == 0)
 		return 0;
+	if (have_boot && (!strcmp(tok[0], "epoch") ||
+			  !strcmp(tok[0], "replicas"))) {
+		set_why(why, why_len, "'%s': boot= belongs on a server line",
+			tok[0]);
+		return -EINVAL;
+	}
 	if (nt == 2 && strcmp(tok[0], "epoch") == 0) {
 		char *end;
 		unsigned long long e;
@@ -312,8 +332,10 @@ static int parse_line(struct rkv_map *m, char *line, char *why,
 	if (nt == 1)
 		return rkv_map_add(m, NULL, tok[0], why, why_len);
 	rc = rkv_map_add(m, tok[0], tok[1], why, why_len);
-	if (!rc)
+	if (!rc) {
 		m->srv[m->n - 1].state = state;
+		m->srv[m->n - 1].boot = boot;
+	}
 	return rc;
 }
 
@@ -431,8 +453,13 @@ int rkv_map_format(const struct rkv_map *m, char *buf, size_t cap)
 				 : m->srv[i].state == RKV_MAP_LEAVING ? " leaving"
 								      : "";
 
-		n = snprintf(buf + off, cap - off, "%s %s%s\n", m->srv[i].name,
-			     m->srv[i].addr, st);
+		char b[32] = "";
+
+		if (m->srv[i].boot)
+			snprintf(b, sizeof(b), " boot=%016llx",
+				 (unsigned long long)m->srv[i].boot);
+		n = snprintf(buf + off, cap - off, "%s %s%s%s\n",
+			     m->srv[i].name, m->srv[i].addr, st, b);
 		if (n < 0 || (size_t)n >= cap - off)
 			return -ENOSPC;
 		off += (size_t)n;

@@ -35,6 +35,10 @@
  * in that set, that server as one more backup at the end: R + 1 copies
  * while it catches up, the primary unchanged.  The text form of such a
  * map is refused by librkv builds that predate it.
+ *
+ * A server line may end in "boot=HEX" (rkv admin records each member's
+ * run, common/registry.h): a server that restarted since holds none of
+ * its copies, and rkv admin fails it over rather than trust them.
  */
 #ifndef RKV_PROTO_CMAP_H
 #define RKV_PROTO_CMAP_H
@@ -71,6 +75,10 @@ struct rkv_map_server {
 	uint64_t name_hash;      /* of the name: its rendezvous seed */
 	int named;               /* the name was given, not derived */
 	int state;               /* enum rkv_map_state */
+	/* the run of the server the map was made with (its registration's
+	 * boot; 0: not recorded).  A server starts empty: one registered
+	 * with another boot holds none of the copies the map gives it. */
+	uint64_t boot;
 };
 
 struct rkv_map {

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -237,6 +238,21 @@ static void *reg_thread(void *arg)
 	return NULL;
 }
 
+/* This run's boot (common/registry.h): random, never 0. */
+static uint64_t new_boot(void)
+{
+	uint64_t b = 0;
+
+	if (getrandom(&b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		b = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^
+		    ((uint64_t)getpid() << 16);
+	}
+	return b ? b : 1;
+}
+
 int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
 		      unsigned wait_s, struct rkv_srv_reg **out, char *why,
 		      size_t why_len)
@@ -259,6 +275,7 @@ int rkv_srv_reg_start(const char *url, const char *name, const char *addr,
 	snprintf(r->me.addr, sizeof(r->me.addr), "%s", addr);
 	r->me.proto = RKV_PROTO_VERSION;
 	r->me.pid = (long)getpid();
+	r->me.boot = new_boot();
 	rc = rkv_etcd_open(r->u.endpoint, ETCD_CALL_MS, &r->e, why, why_len);
 	if (rc)
 		goto fail;
@@ -335,6 +352,42 @@ static int holds(const struct rkv_map *m, unsigned p, int s)
 	return s >= 0 && rkv_map_holds(m, p, (unsigned)s);
 }
 
+/* Whether the map m holds server s (its index; -1: not in it) with a
+ * boot other than ours: a run of this server before it restarted empty. */
+static int restarted(const struct rkv_map *m, int s, uint64_t boot)
+{
+	return s >= 0 && m->srv[s].boot && m->srv[s].boot != boot;
+}
+
+/*
+ * The map m (the newest one: published, or the next) gives this server
+ * copies of r > 1 that an earlier run of it held, and this run starts
+ * empty.  Serving them would answer "absent" for acknowledged keys (as
+ * a primary) or let a failover promote an empty backup, so no client of
+ * m or older is served (fenced at m's epoch + 1) and every partition
+ * says gone; rkv admin fails this server over (watch does it by
+ * itself), and `rkv admin join` adds it again as a fresh member.
+ */
+static int refuse_map(struct rkv_srv_reg *r, struct rkv_srv *srv,
+		      const struct rkv_map *m)
+{
+	uint32_t e = (uint32_t)m->epoch + 1;
+	int rc = rkv_srv_fence(srv, e, NULL, rkv_now_ms());
+
+	if (rc)
+		return rc;
+	for (unsigned p = 0; p < RKV_MAP_PARTS; p++)
+		rkv_srv_part_set(srv, p, rkv_part_word(RKV_PART_GONE, e));
+	rkv_log(RKV_LOG_ERROR, RKV_SRV_COMP,
+		"cluster %s: the map of epoch %llu was made with an earlier "
+		"run of '%s' (this one starts empty, without the copies the "
+		"map gives it): serving none of them until it is failed over "
+		"(rkv admin watch does it, or rkv admin failover %s), then "
+		"join it again", r->u.cluster, (unsigned long long)m->epoch,
+		r->name, r->name);
+	return 0;
+}
+
 int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 {
 	struct rkv_map *m = rkv_malloc(sizeof(*m)), *n = rkv_malloc(sizeof(*n));
@@ -355,6 +408,12 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 		have_next = get_map(r, key, n) == 0 && n->epoch == m->epoch + 1;
 		in_m = rkv_map_find(m, r->name);
 		in_n = have_next ? rkv_map_find(n, r->name) : -1;
+	}
+	if (!rc && rkv_map_r(m) > 1 &&
+	    (restarted(m, in_m, r->me.boot) ||
+	     (have_next && restarted(n, in_n, r->me.boot)))) {
+		rc = refuse_map(r, srv, have_next ? n : m);
+		goto out;
 	}
 	for (unsigned p = 0; !rc && p < RKV_MAP_PARTS; p++) {
 		/* ours: we hold a copy (the primary's, or a backup's at
@@ -377,6 +436,7 @@ int rkv_srv_reg_fence(struct rkv_srv_reg *r, struct rkv_srv *srv)
 			"another server's", r->u.cluster,
 			(unsigned long long)m->epoch,
 			have_next ? " (a migration in progress)" : "", gone);
+out:
 	rkv_free(m);
 	rkv_free(n);
 	return rc == -ENOENT ? 0 : rc;

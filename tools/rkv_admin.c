@@ -151,6 +151,21 @@ static const struct rkv_reg_server *registered(const struct admin *a,
 	return NULL;
 }
 
+/* The run of server s registered now is not the one the map was made
+ * with (a restart: it holds none of the copies the map gives it). */
+static int restarted(const struct admin *a, const struct rkv_map_server *s)
+{
+	const struct rkv_reg_server *r = registered(a, s->name);
+
+	return r && s->boot && r->boot != s->boot;
+}
+
+/* Registered, as the run the map was made with. */
+static int alive(const struct admin *a, const struct rkv_map_server *s)
+{
+	return registered(a, s->name) && !restarted(a, s);
+}
+
 /* The map at key: 0 and *m (mod revision in *rev), 1 when there is none,
  * or the exit status of an error already said. */
 static int load_map_at(struct admin *a, const char *cmd, const char *key,
@@ -360,12 +375,19 @@ static int cmd_status(struct admin *a)
 		char k[32];
 
 		snprintf(k, sizeof(k), keys[i] >= 0 ? "%lld" : "-", keys[i]);
-		printf("%-20s %-32s %-6s %s%s%s\n", m->srv[i].name,
+		printf("%-20s %-32s %-6s %s%s%s%s\n", m->srv[i].name,
 		       m->srv[i].addr, keys[i] >= 0 ? "up" : "down", k,
 		       !r ? "  (not registered)"
 		       : strcmp(r->addr, m->srv[i].addr)
 			       ? "  (registered at another address)"
 			       : "",
+		       !restarted(a, &m->srv[i]) ? ""
+		       : rkv_map_r(m) > 1
+			       ? "  (restarted empty since the map was made: "
+				 "it serves none of its copies; rkv admin "
+				 "failover, then join)"
+			       : "  (restarted since the map was made: the "
+				 "keys it held are lost)",
 		       m->srv[i].state == RKV_MAP_JOINING
 			       ? "  (joining: its copies are being made; "
 				 "rkv admin join resumes a join that stopped, "
@@ -420,6 +442,7 @@ static int add_server(struct rkv_map *m, const struct rkv_reg_server *r)
 			why);
 		return 2;
 	}
+	m->srv[m->n - 1].boot = r->boot;
 	return 0;
 }
 
@@ -537,6 +560,7 @@ static int servers_of(const char *cmd, const struct rkv_map *m,
 			continue;
 		if (rkv_map_add(to, m->srv[i].name, m->srv[i].addr, NULL, 0))
 			return fail(cmd, "%s", "the map is full");
+		to->srv[to->n - 1].boot = m->srv[i].boot;
 		if (keep_state)
 			to->srv[to->n - 1].state = m->srv[i].state;
 	}
@@ -631,17 +655,27 @@ static int put_next(struct admin *a, const char *cmd, const struct rkv_map *to,
  * cluster.c); if it registered after our first look it may have missed
  * the next map the first time, but not the second, so it fences itself;
  * if it registered before this look, it may have missed both: then it is
- * alive, and the failover is undone (next removed).  0 or the status of
- * the failure said.
+ * alive, and the failover is undone (next removed).  A run registered
+ * since the map was made (another boot) started empty and serves none
+ * of its copies (server/cluster.c refuse_map): it counts as gone.  0 or
+ * the status of the failure said.
  */
-static int still_gone(struct admin *a, const char *cmd, const char *name)
+static int still_gone(struct admin *a, const char *cmd,
+		      const struct rkv_map_server *s)
 {
+	const char *name = s->name;
 	char key[RKV_REG_KEY_MAX];
 	struct rkv_etcd_kv kv = { 0 };
+	struct rkv_reg_server now;
 	int rc;
 
 	rkv_reg_server_key(&a->u, name, key, sizeof(key));
 	rc = rkv_etcd_get(a->e, key, &kv, NULL);
+	/* a run that started after the map was made fences itself */
+	if (!rc && s->boot &&
+	    !rkv_reg_server_parse(name, kv.val, kv.val_len, &now, NULL, 0) &&
+	    now.boot != s->boot)
+		rc = -ENOENT;
 	rkv_etcd_kv_fini(&kv);
 	if (rc == -ENOENT)
 		return 0;
@@ -990,7 +1024,17 @@ static int fenced_publish(struct admin *a, const char *cmd,
 	if (rc)
 		return fail(cmd, "stopped: %s (nothing published; run it again "
 			    "to resume)", why);
-	return publish(a, cmd, fo->to, rev);
+	/* a server that restarted before its words were set would serve
+	 * its copies empty; one that restarts after refuses the map */
+	rc = load_registered(a, cmd);
+	for (unsigned i = 0; !rc && i < fo->to->n; i++)
+		if (restarted(a, &fo->to->srv[i]))
+			rc = fail(cmd, "stopped: server '%s' restarted (empty) "
+				  "during the change; nothing published: fail "
+				  "it over (rkv admin failover %s, or watch), "
+				  "then run this again", fo->to->srv[i].name,
+				  fo->to->srv[i].name);
+	return rc ? rc : publish(a, cmd, fo->to, rev);
 }
 
 /* x and y list the same servers in the same states, with the same r. */
@@ -1274,7 +1318,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 			  "them over", name);
 		goto out;
 	}
-	if (registered(a, name) && !force) {
+	if (alive(a, &m->srv[rkv_map_find(m, name)]) && !force) {
 		rc = fail(cmd, "server '%s' is registered (its lease is live): "
 			  "a failover is for a server that is gone; stop it, "
 			  "wait for its lease to lapse, or give --force if it "
@@ -1317,7 +1361,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	if (rc == 1) {
 		rc = put_next(a, cmd, to, text);
 		if (!rc && !force)
-			rc = still_gone(a, cmd, name);
+			rc = still_gone(a, cmd, &m->srv[rkv_map_find(m, name)]);
 	}
 	if (rc)
 		goto out;
@@ -1462,7 +1506,7 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 		uint64_t now = rkv_now_ms();
 
 		for (unsigned i = 0; i < m->n && !g_watch_stop; i++) {
-			if (registered(a, m->srv[i].name)) {
+			if (alive(a, &m->srv[i])) {
 				gone_since[i] = 0;
 				continue;
 			}
@@ -1471,8 +1515,10 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 				gone_since[i] = now;
 				snprintf(gone_name[i], sizeof(gone_name[i]),
 					 "%s", m->srv[i].name);
-				printf("server %s is not registered\n",
-				       m->srv[i].name);
+				printf("server %s %s\n", m->srv[i].name,
+				       restarted(a, &m->srv[i])
+					       ? "restarted empty"
+					       : "is not registered");
 				fflush(stdout);
 			}
 			if (now - gone_since[i] < grace)

@@ -20,7 +20,10 @@
  *     load from several processes, `rkv admin failover` (itself killed
  *     once part-way and run again): linearizable, every acknowledged
  *     write read back, each key on r servers of the new map; with r=3 two
- *     servers lost one after the other.
+ *     servers lost one after the other;
+ *   - a server of r = 2 restarted at once within its lease
+ *     (t_restart_empty): none of its keys read absent, `rkv admin watch`
+ *     fails it over, it joins again; linearizable, nothing lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1178,6 +1181,55 @@ static unsigned ctrs_off(struct rkv_client *d, const char *sum)
 	return off;
 }
 
+/* nsrv servers named names[] in a fresh cluster of v keeping r copies,
+ * every filler key put by the client returned (NULL: a step failed,
+ * said). */
+static struct rkv_client *repl_setup(struct env *v,
+				     const char *const *names, unsigned nsrv,
+				     unsigned r)
+{
+	char out[8192], args[64];
+	struct rkv_client *c;
+
+	g_op_ms = 4000;
+	for (unsigned i = 0; i < nsrv; i++) {
+		v->nm[i] = names[i];
+		if (start_srv(v, i, names[i], NULL)) {
+			printf("#   cannot start server %s\n", names[i]);
+			return NULL;
+		}
+	}
+	snprintf(args, sizeof(args), "init --replicas %u", r);
+	if (admin(v, args, out, sizeof(out))) {
+		printf("#   rkv admin %s: %s", args, out);
+		return NULL;
+	}
+	c = test_client_cluster(v->url, g_op_ms, 10000, NULL, NULL);
+	for (unsigned i = 0; c && i < MIG_FILL; i++) {
+		if (test_kput(c, i, 1)) {
+			printf("#   cannot put user:%u\n", i);
+			rkv_client_destroy(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
+/* The load of the replicated tests in dir: MIG_CLIENTS clients logging
+ * for the checker (stop: the file that ends them) and the counter
+ * child (its sums in ctr_sum); then half a second of it. */
+static void load_start(const char *url, const char *dir, char *stop,
+		       char *ctr_sum, pid_t *kids, pid_t *ctr_pid)
+{
+	snprintf(stop, 300, "%s/stop", dir);
+	spawn_clients(url, dir, stop, kids);
+	snprintf(ctr_sum, 300, "%s/ctrs", dir);
+	*ctr_pid = fork_child();
+	if (*ctr_pid == 0)
+		ctr_child(url, stop, ctr_sum);
+	usleep(500000);
+}
+
 /* Whether server name is registered in v's cluster (-1: etcd failed). */
 static int is_registered(struct env *v, const char *name)
 {
@@ -1519,7 +1571,7 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	static const char *const names[] = { "alpha", "bravo", "charlie",
 					     "delta", "echo" };
 	char dir[] = "/tmp/rkv-itest-fo-XXXXXX", stop[300];
-	char out[8192], args[64];
+	char out[8192];
 	struct env v;
 	pid_t kids[MIG_CLIENTS];
 	struct rkv_client *c;
@@ -1529,17 +1581,8 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 		return;
 	ASSERT_EQ(rc, 0);
 	ASSERT_TRUE(mkdtemp(dir) != NULL);
-	g_op_ms = 4000;
-	for (unsigned i = 0; i < nsrv; i++) {
-		v.nm[i] = names[i];
-		ASSERT_EQ(start_srv(&v, i, names[i], NULL), 0);
-	}
-	snprintf(args, sizeof(args), "init --replicas %u", r);
-	ASSERT_EQ(admin(&v, args, out, sizeof(out)), 0);
-	c = test_client_cluster(v.url, g_op_ms, 10000, NULL, NULL);
+	c = repl_setup(&v, names, nsrv, r);
 	ASSERT_TRUE(c != NULL);
-	for (unsigned i = 0; i < MIG_FILL; i++)
-		ASSERT_EQ(test_kput(c, i, 1), 0);
 	/* a rebuild long enough to land a failure in */
 	for (unsigned i = 0; in_rebuild && i < BULK_KEYS; i++)
 		ASSERT_EQ(bulk_put(c, i), 0);
@@ -1596,16 +1639,10 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 			EXPECT_EQ(test_kcheck(rd1, rk[j], 1), 0);
 		EXPECT_EQ(nrk, (unsigned)RD1_KEYS);
 	}
-	snprintf(stop, sizeof(stop), "%s/stop", dir);
-	spawn_clients(v.url, dir, stop, kids);
 	char ctr_sum[300];
 	pid_t ctr_pid;
 
-	snprintf(ctr_sum, sizeof(ctr_sum), "%s/ctrs", dir);
-	ctr_pid = fork_child();
-	if (ctr_pid == 0)
-		ctr_child(v.url, stop, ctr_sum);
-	usleep(500000);
+	load_start(v.url, dir, stop, ctr_sum, kids, &ctr_pid);
 	for (unsigned k = 0; k < nkill; k++) {
 		long ms;
 
@@ -1855,7 +1892,7 @@ static void repl_move_live(unsigned r, unsigned kill_ms)
 	static const char *const names[] = { "alpha", "bravo", "charlie",
 					     "delta" };
 	char dir[] = "/tmp/rkv-itest-fo-XXXXXX", stop[300];
-	char out[8192], args[64], ctr_sum[300];
+	char out[8192], ctr_sum[300];
 	struct env v;
 	pid_t kids[MIG_CLIENTS], ctr_pid;
 	struct rkv_client *c;
@@ -1865,26 +1902,11 @@ static void repl_move_live(unsigned r, unsigned kill_ms)
 		return;
 	ASSERT_EQ(rc, 0);
 	ASSERT_TRUE(mkdtemp(dir) != NULL);
-	g_op_ms = 4000;
-	for (unsigned i = 0; i < 3; i++) {
-		v.nm[i] = names[i];
-		ASSERT_EQ(start_srv(&v, i, names[i], NULL), 0);
-	}
-	snprintf(args, sizeof(args), "init --replicas %u", r);
-	ASSERT_EQ(admin(&v, args, out, sizeof(out)), 0);
-	c = test_client_cluster(v.url, g_op_ms, 10000, NULL, NULL);
+	c = repl_setup(&v, names, 3, r);
 	ASSERT_TRUE(c != NULL);
-	for (unsigned i = 0; i < MIG_FILL; i++)
-		ASSERT_EQ(test_kput(c, i, 1), 0);
 	v.nm[3] = names[3];
 	ASSERT_EQ(start_srv(&v, 3, names[3], NULL), 0);
-	snprintf(stop, sizeof(stop), "%s/stop", dir);
-	spawn_clients(v.url, dir, stop, kids);
-	snprintf(ctr_sum, sizeof(ctr_sum), "%s/ctrs", dir);
-	ctr_pid = fork_child();
-	if (ctr_pid == 0)
-		ctr_child(v.url, stop, ctr_sum);
-	usleep(500000);
+	load_start(v.url, dir, stop, ctr_sum, kids, &ctr_pid);
 	/* join delta: one killed part-way, then one to the end */
 	uint64_t t0 = rkv_now_ms();
 
@@ -2287,6 +2309,131 @@ static void t_restart_after_join(void)
 	env_stop(&v);
 }
 
+/* Start `rkv admin watch --grace 0` of v's cluster, its output in
+ * out_path.  Its pid. */
+static pid_t start_watch(struct env *v, const char *out_path)
+{
+	char bin[1024];
+	pid_t pid;
+
+	snprintf(bin, sizeof(bin), "%s/rkv", test_bin_dir());
+	pid = fork_child();
+	if (pid == 0) {
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(bin, bin, "admin", "--cluster", v->url, "watch",
+		      "--grace", "0", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * r = 2 on 3 servers under load; bravo kill -9'd and started again at
+ * once at its address, within its lease (it takes its registration
+ * over: nothing lapses).  It starts empty, so it must serve none of the
+ * copies the map gives it: no get of its keys answers "absent" (it
+ * answers nothing: the ops wait for a newer map, or time out), status
+ * says it restarted, `rkv admin watch` fails it over by itself, and it
+ * joins again as a fresh member.  Then: linearizable, nothing lost,
+ * counters exact, every key on its 2 servers.
+ */
+static void t_restart_empty(void)
+{
+	char dir[] = "/tmp/rkv-itest-fo-XXXXXX", stop[300], ctr_sum[300];
+	char out[8192], wout[300], at[sizeof(((struct env *)0)->s[0].addr)];
+	struct env v;
+	struct rkv_etcd *e = NULL;
+	pid_t kids[MIG_CLIENTS], ctr_pid, wpid;
+	struct rkv_client *c, *r1, *d;
+	unsigned kb[40], nb, absent = 0, read = 0, failed = 0;
+	uint64_t end;
+	int rc = env_etcd(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	ASSERT_TRUE(mkdtemp(dir) != NULL);
+	c = repl_setup(&v, g_names, NSRV, 2);
+	ASSERT_TRUE(c != NULL);
+	load_start(v.url, dir, stop, ctr_sum, kids, &ctr_pid);
+	snprintf(at, sizeof(at), "%s", v.s[1].addr);
+	test_srv_kill(&v.s[1]);
+	ASSERT_EQ(start_srv_at(&v, 1, "bravo", NULL, at), 0);
+	EXPECT_EQ(is_registered(&v, "bravo"), 1);
+	/* a fresh client: bravo's primary keys never read as absent */
+	r1 = test_client_cluster(v.url, 300, 2000, NULL, NULL);
+	ASSERT_TRUE(r1 != NULL);
+	nb = primary_keys(r1, "bravo", kb, 40);
+	for (unsigned j = 0; j < nb; j++) {
+		rc = test_kcheck(r1, kb[j], 1);
+		absent += rc == -ENOENT;
+		read += rc == 0;
+		failed += rc != 0 && rc != -ENOENT;
+	}
+	rkv_client_destroy(r1);
+	printf("#   bravo restarted within its lease: of %u of its keys %u "
+	       "read, %u absent, %u failed\n", nb, read, absent, failed);
+	EXPECT_TRUE(nb > 0);
+	EXPECT_EQ(absent, 0);
+	EXPECT_EQ(admin(&v, "status", out, sizeof(out)), 0);
+	EXPECT_TRUE(strstr(out, "restarted empty") != NULL);
+	/* a failover refused without --force is not the answer here: the
+	 * coordinator fails it over by itself */
+	snprintf(wout, sizeof(wout), "%s/watch.out", dir);
+	wpid = start_watch(&v, wout);
+	ASSERT_EQ(rkv_etcd_open(v.etcd.url, 3000, &e, out, sizeof(out)), 0);
+	end = rkv_now_ms() + 60000;
+	while (map_epoch(&v, e) < 2 && rkv_now_ms() < end)
+		usleep(20000);
+	EXPECT_TRUE(map_epoch(&v, e) >= 2);
+	do { /* and its rebuild */
+		usleep(100000);
+		rc = admin(&v, "status", out, sizeof(out));
+	} while (strstr(out, "rebuild") && rkv_now_ms() < end);
+	kill(wpid, SIGTERM);
+	waitpid(wpid, NULL, 0);
+	{
+		FILE *f = fopen(wout, "r");
+		char line[256];
+
+		while (f && fgets(line, sizeof(line), f))
+			printf("#   watch: %s", line);
+		if (f)
+			fclose(f);
+	}
+	EXPECT_TRUE(strstr(out, "rebuild") == NULL);
+	EXPECT_TRUE(strstr(out, "registered, not in the map: bravo") != NULL);
+	rc = admin(&v, "join bravo", out, sizeof(out));
+	if (rc)
+		printf("#   join bravo: %s", out);
+	EXPECT_EQ(rc, 0);
+	usleep(1500000);
+	unsigned long long t_stop = rkv_now_ms();
+	unsigned lost = 0;
+
+	d = end_load(v.url, stop, kids, ctr_pid, c, dir, &lost);
+	ASSERT_TRUE(d != NULL);
+	EXPECT_EQ(lost, 0);
+	unsigned bad = misplaced(&v, d, 2);
+
+	printf("#   %u filler keys lost, %u not on exactly their 2 servers\n",
+	       lost, bad);
+	EXPECT_EQ(bad, 0);
+	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
+	check_histories(dir, d, t_stop, "a restart within the lease");
+	rc = admin(&v, "status", out, sizeof(out));
+	EXPECT_TRUE(strstr(out, "copies: all 4096 partitions") != NULL);
+	EXPECT_TRUE(strstr(out, "restarted") == NULL);
+	rkv_etcd_close(e);
+	rkv_client_destroy(d);
+	rkv_client_destroy(c);
+	rm_dir(dir);
+	env_stop(&v);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 840);
@@ -2312,5 +2459,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_join_drain_r2);
 	RKV_TEST(t_join_drain_r3);
 	RKV_TEST(t_join_undo);
+	RKV_TEST(t_restart_empty);
 	return rkv_test_done();
 }

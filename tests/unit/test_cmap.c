@@ -534,6 +534,32 @@ static void t_parse(void)
 			   "line 2: 'replicas' must come once");
 	expect_parse_error("replicas 1\nreplicas 1\na tcp://h:1\n",
 			   "'replicas' must come once");
+	/* a member's boot: parsed after the address or the state, kept
+	 * in the text form, bad ones refused */
+	EXPECT_EQ(rkv_map_parse("epoch 4\nreplicas 2\n"
+				"a tcp://h:1 boot=00000000000000ff\n"
+				"b tcp://h:2 joining boot=1f\nc tcp://h:3\n",
+				m, why, sizeof(why)), 0);
+	EXPECT_EQ_U64(m->srv[0].boot, 0xff);
+	EXPECT_EQ_U64(m->srv[1].boot, 0x1f);
+	EXPECT_EQ(m->srv[1].state, RKV_MAP_JOINING);
+	EXPECT_EQ_U64(m->srv[2].boot, 0);
+	n = rkv_map_format(m, text, sizeof(text));
+	EXPECT_STREQ(text, "epoch 4\nreplicas 2\n"
+		     "a tcp://h:1 boot=00000000000000ff\n"
+		     "b tcp://h:2 joining boot=000000000000001f\n"
+		     "c tcp://h:3\n");
+	EXPECT_EQ(rkv_map_parse(text, l, why, sizeof(why)), 0);
+	EXPECT_EQ_U64(l->srv[1].boot, 0x1f);
+	EXPECT_TRUE(memcmp(l->rep, m->rep, sizeof(m->rep)) == 0);
+	expect_parse_error("a tcp://h:1 boot=0\n", "boot=HEX, not 0");
+	expect_parse_error("a tcp://h:1 boot=xyz\n", "boot=HEX");
+	expect_parse_error("a tcp://h:1 boot=\n", "boot=HEX");
+	expect_parse_error("a tcp://h:1 boot=-1\n", "boot=HEX");
+	expect_parse_error("a tcp://h:1 boot=1 boot=2\n", "'boot=2'");
+	expect_parse_error("a tcp://h:1 boot=1 joining\n", "'joining'");
+	expect_parse_error("epoch 2 boot=1\na tcp://h:1\n",
+			   "boot= belongs on a server line");
 	free(m);
 	free(l);
 }

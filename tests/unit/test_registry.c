@@ -54,7 +54,8 @@ static void t_server(void)
 {
 	struct rkv_reg_server s = { .name = "alpha",
 				    .addr = "tcp://10.0.0.1:7000",
-				    .proto = 3, .pid = 4242 }, t;
+				    .proto = 3, .pid = 4242,
+				    .boot = 0x8000000000000abcull }, t;
 	char buf[1024], why[300];
 	int n = rkv_reg_server_format(&s, buf, sizeof(buf));
 
@@ -65,6 +66,7 @@ static void t_server(void)
 	EXPECT_STREQ(t.addr, s.addr);
 	EXPECT_EQ(t.proto, 3);
 	EXPECT_EQ(t.pid, 4242);
+	EXPECT_EQ_U64(t.boot, 0x8000000000000abcull);
 	EXPECT_EQ(rkv_reg_server_format(&s, buf, 10), -ENOSPC);
 	/* a later version's extra line is ignored */
 	static const char more[] = "addr tcp://h:1\nproto 4\nzone eu-1\n";
@@ -72,6 +74,12 @@ static void t_server(void)
 	EXPECT_EQ(rkv_reg_server_parse("b", more, strlen(more), &t, why,
 				       sizeof(why)), 0);
 	EXPECT_EQ(t.proto, 4);
+	EXPECT_EQ_U64(t.boot, 0); /* none: an older server's */
+	static const char badboot[] = "addr tcp://h:1\nproto 4\nboot 12g\n";
+
+	EXPECT_EQ(rkv_reg_server_parse("b", badboot, strlen(badboot), &t, why,
+				       sizeof(why)), 0);
+	EXPECT_EQ_U64(t.boot, 0);
 	static const char noaddr[] = "proto 3\n";
 
 	EXPECT_EQ(rkv_reg_server_parse("b", noaddr, strlen(noaddr), &t, why,
