@@ -494,6 +494,40 @@ static int was_replica(const struct fo *f, unsigned part, unsigned si)
 	return old >= 0 && rkv_map_holds(from, part, (unsigned)old);
 }
 
+/* The slot of cp emptied (nobody writes: fenced) and its block
+ * returned to its server (sent when the client closes). */
+static int drop_copy(struct fo *f, const struct copy *cp)
+{
+	int rc = slot_cas(f, cp, 0);
+
+	if (!rc)
+		space_return(&f->c->space[cp->srv], rkv_slot_offset(cp->w),
+			     rkv_slot_size(cp->w), cp->grant);
+	return rc;
+}
+
+/* The sweep of a deleted key (best: its primary's tombstone): every copy
+ * emptied, the backups' before the primary's, so that a sweep stopped
+ * half-way never leaves a key on a backup but not on its primary (which
+ * reads as a primary that lost its contents). */
+static int sweep_key(struct fo *f, struct copy *g, size_t n,
+		     const struct copy *best, struct rkv_fo_stats *st)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (&g[i] == best)
+			continue;
+		rc = drop_copy(f, &g[i]);
+		st->swept_copies += !rc;
+	}
+	if (!rc)
+		rc = drop_copy(f, best);
+	st->swept_copies += !rc;
+	st->swept += !rc;
+	return rc;
+}
+
 /* One key's copies g[0..n): sorted by server, then sequence downwards. */
 static int reconcile_key(struct fo *f, struct copy *g, size_t n,
 			 struct rkv_fo_stats *st, uint8_t *fix)
@@ -512,6 +546,8 @@ static int reconcile_key(struct fo *f, struct copy *g, size_t n,
 		}
 	live = best && !best->del;
 	*fix = 0;
+	if (f->o->sweep && best && best->del)
+		return sweep_key(f, g, n, best, st);
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct copy *cp = &g[i];
 		int in_set = 0;

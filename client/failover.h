@@ -25,6 +25,12 @@
  *      again the same way, which puts it on the server that entered the
  *      replica set; clients work meanwhile (it is an ordinary write).
  * Each step may run again after a crash or an error.
+ *
+ * The sweep (rkv admin sweep) is the same fenced step with the same
+ * servers: between the fence and the publish nobody writes (the old
+ * map's clients are fenced, the new map is not out), so the reconcile
+ * may also drop the tombstones of deleted keys, which at r > 1 keep
+ * their slots (docs/DESIGN.md §9.7, "The sweep").
  */
 #ifndef RKV_CLIENT_FAILOVER_H
 #define RKV_CLIENT_FAILOVER_H
@@ -47,6 +53,9 @@ struct rkv_fo_stats {
 	uint64_t rebuilt;          /* keys written again after */
 	uint64_t dropped;          /* copies emptied on servers that left
 				    * their key's replica set (cleanup) */
+	uint64_t swept;            /* deleted keys whose copies the sweep
+				    * emptied, and ... */
+	uint64_t swept_copies;     /* ... those copies */
 	uint64_t elapsed_ms;
 };
 
@@ -58,6 +67,10 @@ struct rkv_fo_opts {
 	const uint8_t *parts;
 	/* fence from's servers that to lacks too (a drain's: alive) */
 	int fence_from;
+	/* the reconcile also empties every copy of a key whose primary
+	 * holds a tombstone, and returns their blocks (rkv admin sweep:
+	 * to is from's servers at the next epoch) */
+	int sweep;
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *arg;
 };

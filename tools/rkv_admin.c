@@ -23,7 +23,8 @@
  * out) as "next", every survivor fenced at its epoch, their copies made
  * consistent, the map published, then the copies NAME held written again
  * on the servers that replace it ("rebuild" in etcd until that is done;
- * `rkv admin rebuild` finishes one that stopped).
+ * `rkv admin rebuild` finishes one that stopped).  sweep: one fenced step
+ * with the same servers that drops the tombstones of deleted keys.
  * Every error is one line; exit 0 done, 2 on an error.
  */
 #include "rkv_admin.h"
@@ -86,11 +87,16 @@ static void usage(FILE *f)
 		"                  replicas 2-3, tcp and verbs); run again to\n"
 		"                  resume one that stopped\n"
 		"  rebuild         finish the copies a stopped failover left\n"
-		"  watch [--grace MS]\n"
+		"  sweep           drop the tombstones deletes leave at replicas\n"
+		"                  2-3 (their slots and blocks), in one fenced\n"
+		"                  step (clients wait for its map meanwhile)\n"
+		"  watch [--grace MS] [--sweep-every S]\n"
 		"                  the coordinator: fail over each server of the\n"
 		"                  map whose registration lapsed (5 s without\n"
-		"                  renewing), MS (default 0) after; one per\n"
-		"                  cluster (others wait)\n"
+		"                  renewing) or that restarted empty, MS\n"
+		"                  (default 0) after; sweep every S seconds\n"
+		"                  (default: never); one per cluster (others\n"
+		"                  wait)\n"
 		"default cluster: $RKV_CLUSTER\n");
 }
 
@@ -204,6 +210,21 @@ static int load_map(struct admin *a, const char *cmd, struct rkv_map *m,
 
 	rkv_reg_map_key(&a->u, key, sizeof(key));
 	return load_map_at(a, cmd, key, "map", m, rev);
+}
+
+/* The registered servers and the map (its revision in *rev): 0, or the
+ * exit status of the failure said (no map yet too). */
+static int load_cluster(struct admin *a, const char *cmd, struct rkv_map *m,
+			int64_t *rev)
+{
+	int rc = load_registered(a, cmd);
+
+	if (!rc)
+		rc = load_map(a, cmd, m, rev);
+	if (rc == 1)
+		rc = fail(cmd, "cluster %s has no map yet (rkv admin init)",
+			  a->u.cluster);
+	return rc;
 }
 
 /* The migration in progress ("next"): as load_map. */
@@ -737,12 +758,7 @@ static int cmd_move(struct admin *a, const char *cmd, int argc, char **argv)
 		rc = fail(cmd, "%s", "give one server name");
 		goto out;
 	}
-	rc = load_registered(a, cmd);
-	if (!rc)
-		rc = load_map(a, cmd, m, &rev);
-	if (rc == 1)
-		rc = fail(cmd, "cluster %s has no map yet (rkv admin init)",
-			  a->u.cluster);
+	rc = load_cluster(a, cmd, m, &rev);
 	if (!rc && rkv_map_r(m) > 1) {
 		rc = move_repl(a, cmd, argv[0], m, rev);
 		goto out;
@@ -1273,29 +1289,127 @@ out:
 	return rc;
 }
 
+/* The maps of a fenced step: the published one, the one it makes, room
+ * for a pending next, and a map's text. */
+struct step {
+	struct rkv_map *m, *to, *next;
+	char *text;
+};
+
+static void step_free(struct step *sp)
+{
+	rkv_free(sp->text);
+	rkv_free(sp->next);
+	rkv_free(sp->to);
+	rkv_free(sp->m);
+}
+
+/* 0, or the exit status of the failure said (all freed). */
+static int step_alloc(struct step *sp, const char *cmd)
+{
+	sp->m = rkv_malloc(sizeof(*sp->m));
+	sp->to = rkv_malloc(sizeof(*sp->to));
+	sp->next = rkv_malloc(sizeof(*sp->next));
+	sp->text = rkv_malloc(MAP_TEXT_MAX);
+	if (sp->m && sp->to && sp->next && sp->text)
+		return 0;
+	step_free(sp);
+	return fail(cmd, "%s", "out of memory");
+}
+
+/*
+ * sweep: the tombstones that deletes leave at r > 1 (each keeps an index
+ * slot and a block on every replica) dropped, in one fenced step with
+ * the same servers (docs/DESIGN.md §9.7, "The sweep"): the next map
+ * (epoch + 1, the same servers) as "next", every server fenced at it,
+ * every key's copies reconciled as a failover does and those of a key
+ * whose primary holds a tombstone emptied (backups first) and their
+ * blocks returned, then the map published.  Clients wait for the new
+ * map meanwhile (ops in flight at the fence fail as at a failover).
+ */
+static int cmd_sweep(struct admin *a)
+{
+	static const char *cmd = "sweep";
+	static uint8_t parts[RKV_MAP_PARTS];
+	struct step sp;
+	struct rkv_client_opts co;
+	struct rkv_fo_stats st = { 0 };
+	int64_t rev = 0;
+	int rc = step_alloc(&sp, cmd);
+
+	if (rc)
+		return rc;
+	struct rkv_map *m = sp.m, *to = sp.to;
+
+	rc = load_cluster(a, cmd, m, &rev);
+	if (rc)
+		goto out;
+	if (rkv_map_r(m) < 2) {
+		printf("cluster %s: one copy of each key: a delete frees its "
+		       "slot, nothing to sweep\n", a->u.cluster);
+		goto out;
+	}
+	if (rkv_map_transit(m) >= 0) {
+		rc = fail(cmd, "server '%s' is in transit: finish the join or "
+			  "drain first", m->srv[rkv_map_transit(m)].name);
+		goto out;
+	}
+	for (unsigned i = 0; i < m->n; i++)
+		if (!alive(a, &m->srv[i])) {
+			rc = fail(cmd, "server '%s' %s: fail it over first (rkv "
+				  "admin failover %s)", m->srv[i].name,
+				  restarted(a, &m->srv[i])
+					  ? "restarted empty"
+					  : "is not registered",
+				  m->srv[i].name);
+			goto out;
+		}
+	rc = servers_of(cmd, m, NULL, 0, to);
+	if (rc)
+		goto out;
+	rkv_map_place(to);
+	rc = next_is(a, cmd, m, to, sp.next, sp.text);
+	if (rc)
+		goto out;
+	memset(parts, 1, sizeof(parts));
+	admin_client_opts(a, &co, ADMIN_LONG_MS(a));
+	struct rkv_fo_opts fo = { .base = &co, .from = m, .to = to,
+				  .parts = parts, .sweep = 1 };
+
+	rc = fenced_publish(a, cmd, &fo, &st, rev);
+	if (rc)
+		goto out;
+	printf("cluster %s: map epoch %llu published after %.2f s: %llu "
+	       "deleted keys swept (%llu copies emptied, their blocks "
+	       "returned), %llu keys seen, %llu locks released, %llu keys "
+	       "written again\n", a->u.cluster, (unsigned long long)to->epoch,
+	       (double)st.elapsed_ms / 1000.0, (unsigned long long)st.swept,
+	       (unsigned long long)st.swept_copies,
+	       (unsigned long long)st.keys, (unsigned long long)st.unlocked,
+	       (unsigned long long)st.fixed);
+out:
+	step_free(&sp);
+	return rc;
+}
+
 static int do_failover(struct admin *a, const char *name, int force)
 {
 	static const char *cmd = "failover";
 	static uint8_t parts[RKV_MAP_PARTS];
-	struct rkv_map *m = rkv_malloc(sizeof(*m)), *to = rkv_malloc(sizeof(*to));
-	struct rkv_map *next = rkv_malloc(sizeof(*next));
-	char *text = rkv_malloc(MAP_TEXT_MAX);
+	struct step sp;
 	struct rkv_client_opts co;
 	struct rkv_fo_stats st = { 0 };
 	int64_t rev = 0;
-	int rc, have;
+	int rc = step_alloc(&sp, cmd), have;
 	unsigned nparts;
 
+	if (rc)
+		return rc;
+	struct rkv_map *m = sp.m, *to = sp.to, *next = sp.next;
+	char *text = sp.text;
+
 	memset(parts, 0, sizeof(parts));
-	if (!m || !to || !next || !text) {
-		rc = fail(cmd, "%s", "out of memory");
-		goto out;
-	}
-	rc = load_registered(a, cmd);
-	if (!rc)
-		rc = load_map(a, cmd, m, &rev);
-	if (rc == 1)
-		rc = fail(cmd, "cluster %s has no map yet", a->u.cluster);
+	rc = load_cluster(a, cmd, m, &rev);
 	if (rc)
 		goto out;
 	if (rkv_map_find(m, name) < 0) {
@@ -1392,10 +1506,7 @@ static int do_failover(struct admin *a, const char *name, int force)
 	fflush(stdout);
 	rc = rebuild(a, cmd, to, parts);
 out:
-	rkv_free(next);
-	rkv_free(text);
-	rkv_free(to);
-	rkv_free(m);
+	step_free(&sp);
 	return rc;
 }
 
@@ -1437,8 +1548,10 @@ static void watch_sleep(unsigned ms)
 
 /*
  * The coordinator: every 500 ms, a server of the map that is not
- * registered (its lease lapsed) for --grace ms more is failed over (a
- * failover that stopped is tried again the same way).  One coordinator
+ * registered (its lease lapsed) or registered as a later run (it
+ * restarted empty) for --grace ms more is failed over (a failover that
+ * stopped is tried again the same way); a rebuild that stopped is
+ * finished; with --sweep-every S the tombstones are swept every S s.  One coordinator
  * per cluster: the key "coordinator" is held under a lease; another
  * watch waits for it.
  */
@@ -1448,8 +1561,8 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 	char key[RKV_REG_KEY_MAX], me[128];
 	uint64_t gone_since[RKV_MAP_SERVERS_MAX] = { 0 };
 	char gone_name[RKV_MAP_SERVERS_MAX][RKV_SERVER_NAME_MAX] = { { 0 } };
-	unsigned grace = 0;
-	uint64_t next_rebuild = 0;
+	unsigned grace = 0, sweep_s = 0;
+	uint64_t next_rebuild = 0, next_sweep = 0;
 	int64_t lease = 0;
 	int said_wait = 0, rc = 0;
 	struct rkv_map *m = rkv_malloc(sizeof(*m));
@@ -1459,12 +1572,18 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 
 		if (!strcmp(argv[i], "--grace") && i + 1 < argc) {
 			grace = (unsigned)strtoul(argv[++i], &end, 10);
-			if (*end)
+			if (*end || !*argv[i])
 				return fail(cmd, "--grace '%s' is not a number "
 					    "of milliseconds", argv[i]);
+		} else if (!strcmp(argv[i], "--sweep-every") && i + 1 < argc) {
+			sweep_s = (unsigned)strtoul(argv[++i], &end, 10);
+			if (*end || !*argv[i] || !sweep_s)
+				return fail(cmd, "--sweep-every '%s' is not a "
+					    "number of seconds (1 or more)",
+					    argv[i]);
 		} else {
-			return fail(cmd, "'%s': the only option is --grace "
-				    "MS", argv[i]);
+			return fail(cmd, "'%s': the options are --grace MS and "
+				    "--sweep-every S", argv[i]);
 		}
 	}
 	if (!m)
@@ -1547,6 +1666,18 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 				printf("rebuild stopped (tried again)\n");
 			fflush(stdout);
 		}
+		/* the tombstones of deletes, when asked to */
+		if (!next_sweep)
+			next_sweep = now + sweep_s * 1000ull;
+		if (sweep_s && !g_watch_stop && now >= next_sweep) {
+			next_sweep = now + sweep_s * 1000ull;
+			printf("sweeping\n");
+			fflush(stdout);
+			rc = cmd_sweep(a);
+			if (rc)
+				printf("sweep stopped (tried again)\n");
+			fflush(stdout);
+		}
 	}
 	if (lease)
 		rkv_etcd_lease_revoke(a->e, lease);
@@ -1601,7 +1732,7 @@ int rkv_admin_main(int argc, char **argv)
 	if (strcmp(cmd, "status") && strcmp(cmd, "init") && strcmp(cmd, "map") &&
 	    strcmp(cmd, "join") && strcmp(cmd, "drain") &&
 	    strcmp(cmd, "failover") && strcmp(cmd, "rebuild") &&
-	    strcmp(cmd, "watch"))
+	    strcmp(cmd, "watch") && strcmp(cmd, "sweep"))
 		return fail(cmd, "%s", "unknown command (try --help)");
 	if (rkv_etcd_open(a.u.endpoint, a.timeout_ms, &a.e, why, sizeof(why)))
 		return fail(cmd, "%s", why);
@@ -1617,6 +1748,8 @@ int rkv_admin_main(int argc, char **argv)
 		rc = cmd_rebuild(&a);
 	else if (!strcmp(cmd, "watch"))
 		rc = cmd_watch(&a, argc - optind - 1, argv + optind + 1);
+	else if (!strcmp(cmd, "sweep"))
+		rc = cmd_sweep(&a);
 	else
 		rc = cmd_map(&a);
 	rkv_free(a.reg);

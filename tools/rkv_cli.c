@@ -673,6 +673,7 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 {
 	const char *detail = log_detail(rc), *hint = NULL;
 	char what[SHOWN_MAX + 48];
+	unsigned rep[1];
 
 	snprintf(what, sizeof(what), "%s%s%s", x->cmd, key ? " " : "",
 		 key ? shown(key->p, key->len, 1) : "");
@@ -694,7 +695,19 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 	}
 	switch (rc) {
 	case -ENOSPC:
-		hint = "full: its index (--capacity) or data memory (--memory)";
+		hint = "full: its index (--capacity) or data memory "
+		       "(--memory)";
+		if (key && rkv_client_replicas(x->c, key->p, key->len, rep,
+					       1) > 1)
+			hint = rkv_client_map_epoch(x->c)
+				       ? "full: its index (--capacity) or data "
+					 "memory (--memory); with replicas a "
+					 "deleted key keeps its slot until "
+					 "`rkv admin sweep`"
+				       : "full: its index (--capacity) or data "
+					 "memory (--memory); with replicas a "
+					 "deleted key keeps its slot (swept in "
+					 "clusters kept in etcd only)";
 		break;
 	case -EMSGSIZE:
 		hint = "the value is over its --max-value (or, with replicas, "

@@ -23,7 +23,9 @@
  *     servers lost one after the other;
  *   - a server of r = 2 restarted at once within its lease
  *     (t_restart_empty): none of its keys read absent, `rkv admin watch`
- *     fails it over, it joins again; linearizable, nothing lost.
+ *     fails it over, it joins again; linearizable, nothing lost;
+ *   - tombstones at r = 2 filling an index, swept by `rkv admin sweep`
+ *     and by `watch --sweep-every` under load (t_sweep).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -231,6 +233,9 @@ static void t_serve_from_etcd(void)
 	expect_refused(&v, refused, sizeof(refused) / sizeof(refused[0]));
 	rc = admin(&v, "map", out, sizeof(out));
 	EXPECT_TRUE(rc == 0 && strstr(out, "epoch 1\n") != NULL);
+	/* one copy of each key: a delete frees its slot */
+	rc = admin(&v, "sweep", out, sizeof(out));
+	EXPECT_TRUE(rc == 0 && strstr(out, "nothing to sweep") != NULL);
 	/* `rkv cluster`: the client's map, from etcd */
 	{
 		char cmd[1024];
@@ -594,6 +599,17 @@ static void t_replicated_map(void)
 	EXPECT_TRUE(strstr(out, "server 'nobody' is not registered") != NULL);
 	/* bravo stops */
 	ASSERT_EQ(test_srv_stop(&v.s[1]), 0);
+	static const struct refusal refused2[] = {
+		{ "sweep", "sweep: server 'bravo' is not registered: fail it "
+			   "over first" },
+		{ "watch --sweep-every 0", "--sweep-every '0' is not a number "
+					   "of seconds" },
+		{ "watch --sweep-every x", "--sweep-every 'x' is not a number" },
+		{ "watch --grace", "the options are --grace MS and "
+				   "--sweep-every S" },
+	};
+
+	expect_refused(&v, refused2, sizeof(refused2) / sizeof(refused2[0]));
 	rc = admin(&v, "status", out, sizeof(out));
 	EXPECT_EQ(rc, 0);
 	EXPECT_TRUE(strstr(out, "copies: DEGRADED: ") != NULL);
@@ -650,6 +666,8 @@ static void t_replicated_map(void)
  * failover's clients wait for the new map (failover_live: shorter, so
  * that a client stuck in a wait shows as failures, not a hang) */
 static unsigned g_op_ms = MIG_OP_MS;
+/* fresh keys a load client puts at most (its children inherit it) */
+static unsigned g_fresh_max = MIG_FRESH;
 
 static uint64_t now_ns(void)
 {
@@ -698,7 +716,7 @@ static void mig_child(const char *url, int client, const char *log,
 		char k[32], v[32];
 
 		/* spread over the run: about two a millisecond */
-		if (r >= 10 && fresh < MIG_FRESH &&
+		if (r >= 10 && fresh < g_fresh_max &&
 		    fresh < (now_ns() - t_start) / 500000u) {
 			/* a fresh key: an insert, never changed again */
 			snprintf(k, sizeof(k), "new%d-%u", client, fresh);
@@ -1492,6 +1510,30 @@ static struct rkv_client *end_load(const char *url, const char *stop,
 	return d;
 }
 
+/* The load ended and checked (end_load): no filler key lost, every one
+ * on exactly the r servers d's map places it on, the counters right.
+ * The fresh client d, for the caller's history check (NULL: none). */
+static struct rkv_client *end_checked(struct env *v, const char *stop,
+				      const pid_t *kids, pid_t ctr_pid,
+				      struct rkv_client *c, const char *dir,
+				      const char *ctr_sum, unsigned r)
+{
+	unsigned lost = 0, bad;
+	struct rkv_client *d = end_load(v->url, stop, kids, ctr_pid, c, dir,
+					&lost);
+
+	EXPECT_TRUE(d != NULL);
+	if (!d)
+		return NULL;
+	bad = misplaced(v, d, r);
+	printf("#   %u filler keys lost, %u not on exactly their %u servers\n",
+	       lost, bad, r);
+	EXPECT_EQ(lost, 0);
+	EXPECT_EQ(bad, 0);
+	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
+	return d;
+}
+
 /* The load's histories in dir (MIG_CLIENTS clients and the final
  * reads), checked: linearizable, every acknowledged fresh key read back
  * by d, and no client failing in the run's last second (t_stop: when it
@@ -1703,18 +1745,10 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 	unsigned long long t_stop = rkv_now_ms();
 	/* the final value of every hot key, by the client of the old map
 	 * (idle through the failovers) */
-	unsigned lost = 0;
-	struct rkv_client *d = end_load(v.url, stop, kids, ctr_pid, c, dir,
-					&lost);
+	struct rkv_client *d = end_checked(&v, stop, kids, ctr_pid, c, dir,
+					   ctr_sum, r);
 
 	ASSERT_TRUE(d != NULL);
-	EXPECT_EQ(lost, 0);
-	unsigned bad = misplaced(&v, d, r);
-
-	printf("#   %u filler keys lost, %u not on exactly their %u servers\n",
-	       lost, bad, r);
-	EXPECT_EQ(bad, 0);
-	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
 	if (in_rebuild) {
 		unsigned blost = 0;
 
@@ -1934,19 +1968,11 @@ static void repl_move_live(unsigned r, unsigned kill_ms)
 	usleep(1500000);
 	unsigned long long t_stop = rkv_now_ms();
 
-	unsigned lost = 0;
-	struct rkv_client *d = end_load(v.url, stop, kids, ctr_pid, c, dir,
-					&lost);
+	struct rkv_client *d = end_checked(&v, stop, kids, ctr_pid, c, dir,
+					   ctr_sum, r);
 
 	ASSERT_TRUE(d != NULL);
 	EXPECT_EQ(rkv_client_nservers(d), 3);
-	unsigned bad = misplaced(&v, d, r);
-
-	printf("#   %u filler keys lost, %u not on exactly their %u servers\n",
-	       lost, bad, r);
-	EXPECT_EQ(lost, 0);
-	EXPECT_EQ(bad, 0);
-	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
 	{
 		char label[64];
 
@@ -2309,9 +2335,22 @@ static void t_restart_after_join(void)
 	env_stop(&v);
 }
 
-/* Start `rkv admin watch --grace 0` of v's cluster, its output in
+/* The watch's output in path, each line shown. */
+static void show_watch(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+
+	while (f && fgets(line, sizeof(line), f))
+		printf("#   watch: %s", line);
+	if (f)
+		fclose(f);
+}
+
+/* Start `rkv admin watch OPT VAL` of v's cluster, its output in
  * out_path.  Its pid. */
-static pid_t start_watch(struct env *v, const char *out_path)
+static pid_t start_watch(struct env *v, const char *out_path,
+			 const char *opt, const char *val)
 {
 	char bin[1024];
 	pid_t pid;
@@ -2323,8 +2362,8 @@ static pid_t start_watch(struct env *v, const char *out_path)
 
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execl(bin, bin, "admin", "--cluster", v->url, "watch",
-		      "--grace", "0", (char *)NULL);
+		execl(bin, bin, "admin", "--cluster", v->url, "watch", opt,
+		      val, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -2383,7 +2422,7 @@ static void t_restart_empty(void)
 	/* a failover refused without --force is not the answer here: the
 	 * coordinator fails it over by itself */
 	snprintf(wout, sizeof(wout), "%s/watch.out", dir);
-	wpid = start_watch(&v, wout);
+	wpid = start_watch(&v, wout, "--grace", "0");
 	ASSERT_EQ(rkv_etcd_open(v.etcd.url, 3000, &e, out, sizeof(out)), 0);
 	end = rkv_now_ms() + 60000;
 	while (map_epoch(&v, e) < 2 && rkv_now_ms() < end)
@@ -2395,15 +2434,7 @@ static void t_restart_empty(void)
 	} while (strstr(out, "rebuild") && rkv_now_ms() < end);
 	kill(wpid, SIGTERM);
 	waitpid(wpid, NULL, 0);
-	{
-		FILE *f = fopen(wout, "r");
-		char line[256];
-
-		while (f && fgets(line, sizeof(line), f))
-			printf("#   watch: %s", line);
-		if (f)
-			fclose(f);
-	}
+	show_watch(wout);
 	EXPECT_TRUE(strstr(out, "rebuild") == NULL);
 	EXPECT_TRUE(strstr(out, "registered, not in the map: bravo") != NULL);
 	rc = admin(&v, "join bravo", out, sizeof(out));
@@ -2412,21 +2443,102 @@ static void t_restart_empty(void)
 	EXPECT_EQ(rc, 0);
 	usleep(1500000);
 	unsigned long long t_stop = rkv_now_ms();
-	unsigned lost = 0;
 
-	d = end_load(v.url, stop, kids, ctr_pid, c, dir, &lost);
+	d = end_checked(&v, stop, kids, ctr_pid, c, dir, ctr_sum, 2);
 	ASSERT_TRUE(d != NULL);
-	EXPECT_EQ(lost, 0);
-	unsigned bad = misplaced(&v, d, 2);
-
-	printf("#   %u filler keys lost, %u not on exactly their 2 servers\n",
-	       lost, bad);
-	EXPECT_EQ(bad, 0);
-	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);
 	check_histories(dir, d, t_stop, "a restart within the lease");
 	rc = admin(&v, "status", out, sizeof(out));
 	EXPECT_TRUE(strstr(out, "copies: all 4096 partitions") != NULL);
 	EXPECT_TRUE(strstr(out, "restarted") == NULL);
+	rkv_etcd_close(e);
+	rkv_client_destroy(d);
+	rkv_client_destroy(c);
+	rm_dir(dir);
+	env_stop(&v);
+}
+
+/* Put and delete "churn:I" for I from *next on until a put fails (its
+ * error returned) or max pairs are done (0). */
+static int churn(struct rkv_client *c, unsigned *next, unsigned max)
+{
+	for (unsigned n = 0; n < max; n++, (*next)++) {
+		char k[32];
+		int kl = snprintf(k, sizeof(k), "churn:%u", *next);
+		int rc = rkv_put(c, k, (size_t)kl, "x", 1);
+
+		if (rc)
+			return rc;
+		rc = rkv_delete(c, k, (size_t)kl);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * r = 2 on 3 small servers under load (its hot keys put, read and
+ * deleted): distinct keys put and deleted until the tombstones fill an
+ * index (-ENOSPC with no churn key live); `rkv admin sweep` drops them,
+ * and as many pairs again go through; `rkv admin watch --sweep-every 1`
+ * sweeps by itself.  Then: linearizable through both sweeps, nothing
+ * lost, counters exact, every key on its 2 servers.
+ */
+static void t_sweep(void)
+{
+	char dir[] = "/tmp/rkv-itest-fo-XXXXXX", stop[300], ctr_sum[300];
+	char out[8192], wout[300];
+	struct env v;
+	struct rkv_etcd *e = NULL;
+	pid_t kids[MIG_CLIENTS], ctr_pid, wpid;
+	struct rkv_client *c, *d;
+	unsigned next = 0, first, again;
+	uint64_t ep, end;
+	int rc = env_etcd(&v);
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	ASSERT_TRUE(mkdtemp(dir) != NULL);
+	g_capacity = "6000";
+	c = repl_setup(&v, g_names, NSRV, 2);
+	g_capacity = "30000";
+	ASSERT_TRUE(c != NULL);
+	g_fresh_max = 300; /* live keys that would take the room back */
+	load_start(v.url, dir, stop, ctr_sum, kids, &ctr_pid);
+	g_fresh_max = MIG_FRESH;
+	rc = churn(c, &next, 400000);
+	first = next;
+	printf("#   %u keys put and deleted, then: %s\n", first, strerror(-rc));
+	EXPECT_EQ(rc, -ENOSPC);
+	rc = admin(&v, "sweep", out, sizeof(out));
+	printf("#   sweep: %s", out);
+	EXPECT_EQ(rc, 0);
+	EXPECT_TRUE(strstr(out, "deleted keys swept") != NULL);
+	/* the slots are back: as many pairs again (the load's fresh keys
+	 * take a few of them) */
+	rc = churn(c, &next, first * 9 / 10);
+	again = next - first;
+	printf("#   after the sweep: %u more pairs, %s\n", again,
+	       rc ? strerror(-rc) : "no refusal");
+	EXPECT_EQ(rc, 0);
+	/* the coordinator sweeps by itself when asked */
+	ASSERT_EQ(rkv_etcd_open(v.etcd.url, 3000, &e, out, sizeof(out)), 0);
+	ep = map_epoch(&v, e);
+	snprintf(wout, sizeof(wout), "%s/watch.out", dir);
+	wpid = start_watch(&v, wout, "--sweep-every", "1");
+	end = rkv_now_ms() + 30000;
+	while (map_epoch(&v, e) <= ep && rkv_now_ms() < end)
+		usleep(20000);
+	EXPECT_TRUE(map_epoch(&v, e) > ep);
+	kill(wpid, SIGTERM);
+	waitpid(wpid, NULL, 0);
+	show_watch(wout);
+	usleep(1500000);
+	unsigned long long t_stop = rkv_now_ms();
+
+	d = end_checked(&v, stop, kids, ctr_pid, c, dir, ctr_sum, 2);
+	ASSERT_TRUE(d != NULL);
+	check_histories(dir, d, t_stop, "two sweeps");
 	rkv_etcd_close(e);
 	rkv_client_destroy(d);
 	rkv_client_destroy(c);
@@ -2460,5 +2572,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_join_drain_r3);
 	RKV_TEST(t_join_undo);
 	RKV_TEST(t_restart_empty);
+	RKV_TEST(t_sweep);
 	return rkv_test_done();
 }

@@ -81,7 +81,7 @@
 enum bug {
 	OK = 0, BUG_RELEASE_FIRST, BUG_NO_SEQ_CHECK, BUG_NO_FENCE,
 	BUG_BLIND_RETRY, BUG_DEL_EMPTIES, BUG_SEQ_WRAP, BUG_INS_VALUE,
-	BUG_JOIN_NO_FENCE, BUG_JOIN_NO_REBUILD
+	BUG_JOIN_NO_FENCE, BUG_JOIN_NO_REBUILD, BUG_SWEEP_NO_FENCE
 };
 
 /* a join's final replica set (scen.join) */
@@ -104,6 +104,7 @@ struct scen {
 	int fresh;               /* the key has no slot anywhere at first:
 				  * the first write inserts it */
 	enum join join;          /* a join instead of failures */
+	int sweep;               /* a sweep instead of failures */
 };
 
 struct rep {
@@ -204,6 +205,11 @@ static struct mset set_of(uint8_t e)
 					  [LEAVE_PRIM] = { 1, 2 } };
 	struct mset m = { 0 };
 
+	if (g_sc->sweep) {
+		for (unsigned i = 0; i < g_sc->r; i++)
+			m.rep[m.n++] = (uint8_t)i;
+		return m;
+	}
 	if (!g_sc->join) {
 		for (unsigned i = (unsigned)e - 1; i < g_sc->r; i++)
 			m.rep[m.n++] = (uint8_t)i;
@@ -747,6 +753,67 @@ static int join_step(const struct ctx *x, struct state *s, unsigned what)
 	return 1;
 }
 
+/*
+ * The sweep (rkv admin sweep): one fenced step with the same replica
+ * set.  what 1..r fences that replica at epoch 2; what 0 begins, then,
+ * once every replica is fenced, reconciles and publishes epoch 2: a key
+ * whose primary holds a tombstone loses its slot on every replica (the
+ * sweep), a live one is reconciled as a failover does.  Nobody writes
+ * between the fences and the publish: the old map's clients are fenced,
+ * the new map is not out yet.
+ */
+static int sweep_step(const struct ctx *x, struct state *s, unsigned what)
+{
+	const struct scen *sc = x->sc;
+	unsigned mask = (1u << sc->r) - 1;
+
+	if (what == 0 && s->jphase == 0) {
+		s->jphase = 1;
+		s->fenced = 0;
+		return 1;
+	}
+	if (what == 0 && s->jphase == 1) {
+		unsigned p = prim(s->epoch);
+		uint8_t val = s->rep[p].val;
+		uint16_t m = 0;
+
+		if (s->fenced != mask)
+			return 0;
+		for (unsigned i = 0; i < sc->r; i++)
+			if (s->rep[i].ver > m)
+				m = s->rep[i].ver;
+		for (unsigned i = 0; i < sc->r; i++) {
+			struct rep *rp = &s->rep[i];
+
+			rp->lock = 0;
+			if (val == 0) {
+				/* a tombstone (or no slot): no slot left
+				 * anywhere; a fenced inserter's tentative
+				 * slot stays for the next inserter to clear */
+				rp->present = 0;
+				rp->val = 0;
+				rp->ver = 0;
+				rp->vseq = 0;
+				continue;
+			}
+			rp->val = val;
+			rp->ver = (uint16_t)(i == p ? m + 2 : m + 1);
+			rp->vseq = (uint16_t)(m + 1);
+			rp->present = 1;
+		}
+		s->epoch = 2;
+		s->jphase = 2;
+		return 1;
+	}
+	if (what == 0 || what > sc->r || s->jphase != 1 ||
+	    (s->fenced & (1u << (what - 1))))
+		return 0;
+	if (sc->bug != BUG_SWEEP_NO_FENCE)
+		s->rep[what - 1].fence = 2;
+	s->fenced = (uint8_t)(s->fenced | (1u << (what - 1)));
+	return 1;
+}
+
 static int coord_step(const struct ctx *x, struct state *s, unsigned what)
 {
 	const struct scen *sc = x->sc;
@@ -754,6 +821,8 @@ static int coord_step(const struct ctx *x, struct state *s, unsigned what)
 
 	if (sc->join)
 		return join_step(x, s, what);
+	if (sc->sweep)
+		return sweep_step(x, s, what);
 
 	if (what == 0) {                             /* kill the primary */
 		if (s->coord || s->dead_prims >= sc->failures)
@@ -970,33 +1039,41 @@ static int run(const struct scen *sc, struct ctx *x)
 
 static const struct scen good[] = {
 	/* name, r, ops, failures, crashes, steals, bug, rmws, dels, fresh,
-	 * join */
-	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN },
+	 * join, sweep */
+	{ "r=2, 2+1 puts, crash, steal", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN, 0 },
 	{ "r=2, 1+1 puts, crash, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0, 0,
-	  0, NO_JOIN },
-	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN },
-	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0, 0, NO_JOIN },
-	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5, 0, 0, NO_JOIN },
-	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5, 0, 0, NO_JOIN },
-	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0, 0, NO_JOIN },
-	{ "r=2, put+del and put", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0x2, 0, NO_JOIN },
+	  0, NO_JOIN, 0 },
+	{ "r=3, 1+1 puts, crash, steal", 3, { 1, 1 }, 1, 1, 1, OK, 0, 0, 0, NO_JOIN, 0 },
+	{ "r=3, 1+1 puts, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0, 0, NO_JOIN, 0 },
+	{ "r=2, rmw+put and rmw", 2, { 2, 1 }, 1, 1, 1, OK, 0x5, 0, 0, NO_JOIN, 0 },
+	{ "r=2, 1+1 rmws, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x5, 0, 0, NO_JOIN, 0 },
+	{ "r=3, 1+1 rmws, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0, 0, NO_JOIN, 0 },
+	{ "r=2, put+del and put", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0x2, 0, NO_JOIN, 0 },
 	{ "r=2, del and rmw, 2 steals", 2, { 1, 1 }, 1, 1, 2, OK, 0x4, 0x1,
-	  0, NO_JOIN },
+	  0, NO_JOIN, 0 },
 	{ "r=3, del and put, two failures", 3, { 1, 1 }, 2, 1, 1, OK, 0, 0x1,
-	  0, NO_JOIN },
-	{ "r=2, new key: 2+1 puts", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 1, NO_JOIN },
+	  0, NO_JOIN, 0 },
+	{ "r=2, new key: 2+1 puts", 2, { 2, 1 }, 1, 1, 1, OK, 0, 0, 1, NO_JOIN, 0 },
 	{ "r=2, new key: rmw, del+put", 2, { 1, 2 }, 1, 1, 1, OK, 0x1, 0x4,
-	  1, NO_JOIN },
+	  1, NO_JOIN, 0 },
 	{ "r=3, new key: 2 rmws, 2 fails", 3, { 1, 1 }, 2, 1, 1, OK, 0x5, 0,
-	  1, NO_JOIN },
+	  1, NO_JOIN, 0 },
 	{ "r=2, join as primary: puts, crash", 2, { 1, 1 }, 0, 1, 1, OK, 0, 0, 0,
-	  JOIN_PRIM },
+	  JOIN_PRIM, 0 },
 	{ "r=2, join as primary: rmw, del", 2, { 1, 1 }, 0, 0, 1, OK, 0x1, 0x4,
-	  0, JOIN_PRIM },
+	  0, JOIN_PRIM, 0 },
 	{ "r=2, join as backup: 1+1 puts", 2, { 1, 1 }, 0, 0, 1, OK, 0, 0, 0,
-	  JOIN_BACKUP },
+	  JOIN_BACKUP, 0 },
 	{ "r=2, drain the primary: rmws", 2, { 1, 1 }, 0, 0, 1, OK, 0x5, 0, 0,
-	  LEAVE_PRIM },
+	  LEAVE_PRIM, 0 },
+	{ "r=2, sweep: put, del+put", 2, { 1, 2 }, 0, 1, 1, OK, 0, 0x4, 0,
+	  NO_JOIN, 1 },
+	{ "r=2, sweep: del+rmw, rmw", 2, { 2, 1 }, 0, 1, 2, OK, 0x6, 0x1, 0,
+	  NO_JOIN, 1 },
+	{ "r=3, sweep: del+put, put", 3, { 2, 1 }, 0, 1, 1, OK, 0, 0x1, 0,
+	  NO_JOIN, 1 },
+	{ "r=2, sweep, new key: del, put", 2, { 1, 1 }, 0, 1, 1, OK, 0, 0x1, 1,
+	  NO_JOIN, 1 },
 };
 
 static void t_protocol(void)
@@ -1012,24 +1089,26 @@ static void t_protocol(void)
 
 static const struct scen bad[] = {
 	{ "bug: release first", 2, { 1, 1 }, 1, 0, 0, BUG_RELEASE_FIRST, 0, 0,
-	  0, NO_JOIN },
+	  0, NO_JOIN, 0 },
 	{ "bug: no sequence check", 2, { 2, 1 }, 1, 1, 1, BUG_NO_SEQ_CHECK,
-	  0, 0, 0, NO_JOIN },
-	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0, 0, 0, NO_JOIN },
-	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0, 0, 0, NO_JOIN },
+	  0, 0, 0, NO_JOIN, 0 },
+	{ "bug: no fence", 3, { 1, 1 }, 1, 0, 2, BUG_NO_FENCE, 0, 0, 0, NO_JOIN, 0 },
+	{ "bug: blind retry", 2, { 2, 1 }, 1, 1, 1, BUG_BLIND_RETRY, 0, 0, 0, NO_JOIN, 0 },
 	{ "bug: blind retry of rmws", 2, { 1, 1 }, 1, 0, 0, BUG_BLIND_RETRY,
-	  0x5, 0, 0, NO_JOIN },
+	  0x5, 0, 0, NO_JOIN, 0 },
 	{ "bug: delete empties backups", 2, { 1, 1 }, 1, 1, 1,
-	  BUG_DEL_EMPTIES, 0, 0x4, 0, NO_JOIN },
-	{ "bug: sequences wrap", 2, { 1, 2 }, 1, 0, 1, BUG_SEQ_WRAP, 0, 0, 0, NO_JOIN },
+	  BUG_DEL_EMPTIES, 0, 0x4, 0, NO_JOIN, 0 },
+	{ "bug: sequences wrap", 2, { 1, 2 }, 1, 0, 1, BUG_SEQ_WRAP, 0, 0, 0, NO_JOIN, 0 },
 	{ "bug: insert shows its value", 2, { 1, 1 }, 1, 0, 0, BUG_INS_VALUE,
-	  0, 0, 1, NO_JOIN },
+	  0, 0, 1, NO_JOIN, 0 },
 	{ "bug: join, no first fence", 2, { 1, 1 }, 0, 0, 1, BUG_JOIN_NO_FENCE,
-	  0, 0, 0, JOIN_PRIM },
+	  0, 0, 0, JOIN_PRIM, 0 },
 	{ "bug: join, no rebuild", 2, { 1, 1 }, 0, 0, 0, BUG_JOIN_NO_REBUILD,
-	  0, 0, 0, JOIN_PRIM },
+	  0, 0, 0, JOIN_PRIM, 0 },
 	{ "bug: join, no second fence", 2, { 1, 1 }, 0, 0, 1, BUG_NO_FENCE, 0,
-	  0, 0, JOIN_PRIM },
+	  0, 0, JOIN_PRIM, 0 },
+	{ "bug: sweep without a fence", 2, { 1, 2 }, 0, 1, 1,
+	  BUG_SWEEP_NO_FENCE, 0, 0x4, 0, NO_JOIN, 1 },
 };
 
 /* each broken protocol is caught */
