@@ -53,8 +53,6 @@ struct peer {
 				   * later one) */
 	int out_of_map;           /* the client's map no longer has it (failed
 				   * over): not reconnected */
-	int first_try;            /* just found dead, not tried again yet: its
-				   * ops wait for that try (peers_heal) */
 	/* g.leased: the latest lease word read (CLOCK_REALTIME ms; 0: none
 	 * yet), and when (coarse ms) a round last carried a READ of it */
 	uint64_t lease_until;

@@ -246,12 +246,6 @@ static int op_refenced(struct opslot *o, const struct peer *p, int err)
 {
 	struct rkv_client *c = o->c;
 
-	if (p->down && p->first_try) {
-		/* found dead just now: its first reconnect is due (the
-		 * server may have restarted); nothing of ours was posted */
-		op_wait(o, LEASE_WAIT);
-		return 1;
-	}
 	if (!c->moved)
 		return 0; /* a static map: nothing newer will come */
 	/* the fence is of a map newer than the connection's */
@@ -294,14 +288,6 @@ static void wr_done(struct opslot *o, unsigned par, int last,
 	}
 	if (!o->kind->writes && op_refenced(o, o->p, o->err))
 		return; /* a read: it changed nothing */
-	if (!o->kind->writes && o->p->link.dead && !o->relinked) {
-		/* the server went away under an idle client (restarted,
-		 * say): once more over a new connection (peers_heal tries
-		 * one at once), or failed there with the server's error */
-		o->relinked = 1;
-		op_wait(o, LEASE_WAIT);
-		return;
-	}
 	if (o->err == -EACCES && o->c->moved)
 		o->err = -ECONNRESET; /* our keys revoked: a fence closes us */
 	op_finish(o, o->err);
@@ -497,7 +483,6 @@ static void op_start(struct opslot *o)
 	o->t_op_ms = c->eng.pass_ms;
 	o->deadline_ms = o->t_op_ms + c->opts.timeout_ms;
 	o->retries = 0;
-	o->relinked = 0;
 	o->nb = (struct newblk){ 0 };
 	o->ins = (struct ins_state){ 0 };
 	o->rmw = (struct rmw_state){ 0 };

@@ -340,7 +340,6 @@ struct opslot {
 	uint32_t old_grant;      /* grant of the block that slot names
 				  * (0: unknown) */
 	int cached;              /* this attempt started from the cache */
-	int relinked;            /* a read tried again after its link died */
 	int lease_rd;            /* this round READs the lease word too */
 	struct cache_ent *ce;    /* a cached get's entry ... */
 	uint32_t ce_gen;         /* ... and its gen then (cache_hit) */

@@ -63,7 +63,6 @@ void peers_back(struct rkv_client *c, struct peer *p)
 		return;
 	mark_down(c, p, p->link.dead, now);
 	p->retry_ms = now;
-	p->first_try = 1;
 }
 
 void peers_setup(struct rkv_client *c, unsigned i,
@@ -178,12 +177,6 @@ static int peer_busy(const struct rkv_client *c, const struct peer *p)
 	return 0;
 }
 
-static int nobody_there(int rc)
-{
-	return rc == -ECONNREFUSED || rc == -ENOENT || rc == -ETIMEDOUT ||
-	       rc == -EHOSTUNREACH || rc == -ENETUNREACH;
-}
-
 static void reconnect(struct rkv_client *c, struct peer *p)
 {
 	unsigned t = c->opts.connect_timeout_ms < RECONNECT_TIMEOUT_MS
@@ -191,16 +184,13 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 			     : RECONNECT_TIMEOUT_MS;
 	struct conn_opts co = conn_opts_of(c, t);
 	struct space *sp = &c->space[p->idx];
-	int rc, first;
+	int rc;
 
 	space_fini(sp);
 	peer_reset(p);
 	/* p->down stays set while connecting: the ops that progress
-	 * meanwhile (ctrl_call drives it) fail on p at once, or wait for
-	 * this try if it is the first (first_try) */
-	first = p->first_try;
+	 * meanwhile (ctrl_call drives it) still fail on p at once */
 	rc = peer_connect(p, &co);
-	p->first_try = 0;
 	space_init(sp, p);
 	sp->ready = ops_space_ready;
 	sp->ready_arg = c;
@@ -210,11 +200,7 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 			      p->label, strerror(-rc));
 		peer_reset(p);
 		p->link.dead = rc;
-		/* nobody there at the first try: the ops that waited for it
-		 * fail with the error the link died with (the connection
-		 * was lost: the server stopped), later ones with this one */
-		if (!first || !nobody_there(rc))
-			p->down = rc;
+		p->down = rc;
 		p->backoff_ms = p->backoff_ms * 2 < RETRY_MAX_MS
 					? p->backoff_ms * 2
 					: RETRY_MAX_MS;
@@ -270,12 +256,10 @@ void peers_heal(struct rkv_client *c)
 		if (p->link.dead && !p->down && !p->out_of_map) {
 			mark_down(c, p, p->link.dead, now);
 			fresh = 1;
-			/* one try at once: a fenced link's reads the new map,
-			 * a dead server's finds it restarted (an idle
-			 * client's first ops would fail for RETRY_FIRST_MS;
-			 * they wait for it), and then the backoff */
-			p->retry_ms = now;
-			p->first_try = 1;
+			/* fenced: one try at once, which reads the new map
+			 * (a dead server is tried after RETRY_FIRST_MS) */
+			if (p->link.fenced)
+				p->retry_ms = now;
 		}
 	}
 	/* a server down may have been failed over: a newer map in etcd

@@ -24,6 +24,14 @@
  * A key sits in one slot from its insert to its delete (an update
  * changes the slot's word, never its place), so a key present
  * throughout is handed over once per walk of its partition.
+ *
+ * At r > 1 a failover may replace a server that is paused or cut off,
+ * whose memory (verbs: its NIC; shm: the mapping) still answers READs.
+ * So each round of a leased server READs its lease word last, and hands
+ * over its keys only if that word's time (on our clock) is still ahead,
+ * as a get does (op.c op_lease_ok): every READ of the round completed
+ * while the server held its place.  A lapsed lease fails the walk of
+ * that server (-ETIMEDOUT, its keys missing, the others' go on).
  */
 #include "client.h"
 #include "walk.h"
@@ -51,6 +59,7 @@ struct scan {
 	uint64_t *w1;                /* a chunk's words, as last seen */
 	uint64_t *w2;                /* the words read again */
 	uint64_t *pt0, *pt1;         /* a partition table, before and after */
+	uint64_t *lease;             /* a server's lease word */
 	struct bigbuf *big;          /* blocks read: BLKS_CAP, or the largest
 				      * block met (the client's pool) */
 };
@@ -71,7 +80,8 @@ struct sctx {
 
 static size_t scan_len(void)
 {
-	return 2 * (size_t)CHUNK_WORDS * 8 + 2 * (size_t)RKV_PART_TABLE_SIZE;
+	return 2 * (size_t)CHUNK_WORDS * 8 + 2 * (size_t)RKV_PART_TABLE_SIZE +
+	       8;
 }
 
 /* The block buffer holds size bytes (at least BLKS_CAP). */
@@ -107,6 +117,7 @@ static int scan_init(struct rkv_client *c)
 	s->w2 = s->w1 + CHUNK_WORDS;
 	s->pt0 = s->w2 + CHUNK_WORDS;
 	s->pt1 = s->pt0 + RKV_PART_WORDS;
+	s->lease = s->pt1 + RKV_PART_WORDS;
 	c->scan = s;
 	return blks_room(c, s, BLKS_CAP);
 }
@@ -169,14 +180,31 @@ static int deliver(struct sctx *x, const struct peer *p, uint64_t i,
 	return x->stop ? 1 : 0;
 }
 
+/* The lease word just read: 0 while it is ahead of our clock, else
+ * -ETIMEDOUT (said). */
+static int lease_held(struct sctx *x, struct peer *p)
+{
+	uint64_t until = rkv_lease_until(*x->s->lease);
+
+	if (until > p->lease_until)
+		p->lease_until = until;
+	if (rkv_wall_coarse_ms() + RKV_COARSE_SLACK_MS < until)
+		return 0;
+	clog_(x->c, RKV_LOG_ERROR, "scan: server %s: its lease has lapsed "
+	      "(paused, cut off from etcd, or replaced): its keys are not "
+	      "listed", p->label);
+	return -ETIMEDOUT;
+}
+
 /* Walk the n slot words of peer p from slot first. */
 static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 		      uint32_t n)
 {
 	struct scan *s = x->s;
-	struct rkv_wr wr[ROUND_BLKS + 1];
+	struct rkv_wr wr[ROUND_BLKS + 2];
 	struct walk_item it[ROUND_BLKS];
-	uint32_t np = 0;
+	uint32_t np = 0, nwr;
+	int leased = x->c->r > 1 && p->g.leased;
 	int rc = sread(x, p, p->g.index_addr + first * 8u, s->w1, n * 8u);
 
 	if (rc)
@@ -216,9 +244,18 @@ static int walk_chunk(struct sctx *x, struct peer *p, uint64_t first,
 			.length = (hi - lo + 1) * 8u, .lkey = s->mr->lkey,
 			.remote_addr = p->g.index_addr + (first + lo) * 8u,
 			.rkey = p->ctrl.keys.index };
+		nwr = k + 1;
+		if (leased)
+			wr[nwr++] = (struct rkv_wr){
+				.opcode = RKV_WR_READ, .local = s->lease,
+				.length = 8, .lkey = s->mr->lkey,
+				.remote_addr = peer_lease_addr(p),
+				.rkey = p->ctrl.keys.index };
 		x->st->rounds++;
 		x->st->bytes += bytes + wr[k].length;
-		rc = aux_run_n(x->c, p, wr, k + 1, NULL);
+		rc = aux_run_n(x->c, p, wr, nwr, NULL);
+		if (!rc && leased)
+			rc = lease_held(x, p);
 		if (rc)
 			return rc;
 		for (uint32_t q = 0; q < k; q++) {

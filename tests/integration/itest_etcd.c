@@ -1199,6 +1199,9 @@ static unsigned ctrs_off(struct rkv_client *d, const char *sum)
 	return off;
 }
 
+/* The log of repl_setup's client (shown when it loses keys). */
+static struct test_logbuf g_clog;
+
 /* nsrv servers named names[] in a fresh cluster of v keeping r copies,
  * every filler key put by the client returned (NULL: a step failed,
  * said). */
@@ -1222,7 +1225,9 @@ static struct rkv_client *repl_setup(struct env *v,
 		printf("#   rkv admin %s: %s", args, out);
 		return NULL;
 	}
-	c = test_client_cluster(v->url, g_op_ms, 10000, NULL, NULL);
+	g_clog.len = 0;
+	g_clog.text[0] = '\0';
+	c = test_client_cluster(v->url, g_op_ms, 10000, &g_clog, NULL);
 	for (unsigned i = 0; c && i < MIG_FILL; i++) {
 		if (test_kput(c, i, 1)) {
 			printf("#   cannot put user:%u\n", i);
@@ -1371,6 +1376,31 @@ static int fail_over_in_rebuild(struct env *v, unsigned i, unsigned j)
 #define RD1_KEYS 6
 #define RD1_OP_MS 400
 
+/* A scan's tally: keys listed, and those of rk[] with their first
+ * value (written anew since). */
+struct stale_scan {
+	const unsigned *rk;
+	unsigned nrk, listed, stale;
+};
+
+static int stale_scan_fn(const void *key, size_t key_len, const void *val,
+			 size_t val_len, void *arg)
+{
+	struct stale_scan *ss = arg;
+
+	ss->listed++;
+	for (unsigned j = 0; j < ss->nrk; j++) {
+		char k[32], v[64];
+
+		snprintf(k, sizeof(k), "user:%u", ss->rk[j]);
+		snprintf(v, sizeof(v), "value-1-of-%u", ss->rk[j]);
+		if (key_len == strlen(k) && !memcmp(key, k, key_len) &&
+		    val_len == strlen(v) && !memcmp(val, v, val_len))
+			ss->stale++;
+	}
+	return 0;
+}
+
 enum fo_mode {
 	FO_KILL,  /* kill -9 */
 	FO_PAUSE, /* SIGSTOP: cut off, not dead (the caller sends SIGCONT) */
@@ -1507,6 +1537,8 @@ static struct rkv_client *end_load(const char *url, const char *stop,
 			       strerror(-e1), strerror(-e2));
 		*lost += e1 || e2;
 	}
+	if (*lost && g_clog.len)
+		printf("#   the old client's log:\n%s\n", g_clog.text);
 	return d;
 }
 
@@ -1733,6 +1765,15 @@ static void failover_live(unsigned nsrv, unsigned r, const unsigned *kill_i,
 			       (unsigned long long)st.lease_waits,
 			       strerror(-first_err));
 			EXPECT_EQ(stale, 0);
+			/* nor does its scan list them (bravo's lease word) */
+			struct stale_scan ss = { .rk = rk, .nrk = nrk };
+			struct rkv_scan_stats sst;
+			int src = rkv_scan(rd1, stale_scan_fn, &ss, &sst);
+
+			printf("#   its scan: %s, %u keys listed, %u of them "
+			       "stale\n", strerror(-src), ss.listed, ss.stale);
+			EXPECT_TRUE(src != 0);
+			EXPECT_EQ(ss.stale, 0);
 			for (unsigned j = 0; j < nrk; j++)
 				EXPECT_EQ(test_kput(w, rk[j], 1), 0);
 			rkv_client_destroy(w);
@@ -2441,6 +2482,12 @@ static void t_restart_empty(void)
 	if (rc)
 		printf("#   join bravo: %s", out);
 	EXPECT_EQ(rc, 0);
+	/* the idle client c reconnects to bravo by itself: its first ops
+	 * of bravo's keys may fail while it does (a dead link is tried
+	 * again after 100 ms) */
+	for (int i = 0; i < 100 && test_kcheck(c, kb[0], 1) != 0; i++)
+		usleep(20000);
+	EXPECT_EQ(test_kcheck(c, kb[0], 1), 0);
 	usleep(1500000);
 	unsigned long long t_stop = rkv_now_ms();
 
