@@ -387,14 +387,18 @@ int rkv_server_stats(struct rkv_client *c, unsigned i,
  *   - no order: keys come server by server, in index order.
  * A server that is down or fails is skipped: the others' keys are still
  * returned, and rkv_scan then returns that server's error with
- * st->failed_server its index (the first such server).  Other errors:
+ * st->failed_server its index (the first such server).  At r > 1 so is
+ * a server whose lease word has lapsed (paused or cut off from etcd,
+ * perhaps replaced by a failover): -ETIMEDOUT, and nothing read from it
+ * once the lease lapsed is returned.  Other errors:
  * -EINVAL, -ENOMEM, -EBUSY (keys kept changing under 1000 reads in a
  * row), -ETIMEDOUT (a partition stayed frozen by a migration for longer
  * than the op timeout), -EIO (a slot names a block that is not its
  * key's).  Cost: per server, 2 READs of its 32 KiB partition table, one
  * round per 256 KiB of index, and one round per 62 blocks (blocks and the
- * words of their slots again, in one doorbell); about 4.6 MB of
- * registered memory, allocated by the first scan and kept.
+ * words of their slots again, in one doorbell; at r > 1 with the
+ * server's 8-byte lease word); about 4.6 MB of registered memory,
+ * allocated by the first scan and kept.
  * Thread safety: one thread at a time per client; fn runs on the calling
  * thread and must not call into c.
  */
