@@ -673,6 +673,18 @@ int repl_begin(struct opslot *o)
 	return 0;
 }
 
+/* What a write whose legs failed reports: -EIO when a backup may hold
+ * its value, else the first leg's error (a cluster client's rkey that a
+ * fence revoked reads as the connection the fence then closes). */
+static int legs_err(const struct opslot *o)
+{
+	if (o->repl.maybe)
+		return -EIO;
+	if (o->repl.err == -EACCES && o->c->moved)
+		return -ECONNRESET;
+	return o->repl.err;
+}
+
 /* Every leg is back from its round: go on when the primary waits. */
 static void leg_settled(struct opslot *o)
 {
@@ -687,10 +699,8 @@ static void leg_settled(struct opslot *o)
 			return;
 	}
 	if (o->repl.err) {
-		int err = o->repl.maybe ? -EIO : o->repl.err;
-
 		o->repl.install = 0;
-		rmw_abort(o, err);
+		rmw_abort(o, legs_err(o));
 		return;
 	}
 	for (unsigned i = 0; i < o->repl.nlegs; i++) {
@@ -706,10 +716,8 @@ static void leg_settled(struct opslot *o)
 	if (more)
 		return;
 	if (o->repl.err) {
-		int err = o->repl.maybe ? -EIO : o->repl.err;
-
 		o->repl.install = 0;
-		rmw_abort(o, err);
+		rmw_abort(o, legs_err(o));
 		return;
 	}
 	/* every backup holds our sequence or a newer one: the install's
