@@ -53,6 +53,8 @@ struct peer {
 				   * later one) */
 	int out_of_map;           /* the client's map no longer has it (failed
 				   * over): not reconnected */
+	unsigned fenced_tries;    /* reconnects a server that fenced us reset
+				   * in a row (peers.c reconnect) */
 	/* g.leased: the latest lease word read (CLOCK_REALTIME ms; 0: none
 	 * yet), and when (coarse ms) a round last carried a READ of it */
 	uint64_t lease_until;

@@ -312,8 +312,16 @@ static void ctx_unposted(struct wr_ctx *w, int err)
 				   container_of(w, struct opslot, ctx[1]) :
 				   container_of(w, struct opslot, ctx[3]);
 
-	if (o->state == OP_IO)
-		op_finish(o, err);
+	if (o->state != OP_IO)
+		return;
+	/* as a completion with that error (wr_done): a read waits for the
+	 * map a fence implies; a cluster client's write reports a revoked
+	 * rkey as the connection the fence closes (shm refuses it at post) */
+	if (!o->kind->writes && op_refenced(o, o->p, err))
+		return;
+	if (err == -EACCES && o->c->moved)
+		err = -ECONNRESET;
+	op_finish(o, err);
 }
 
 void op_slot_init(struct opslot *o, struct rkv_client *c, char *buf,
@@ -400,8 +408,11 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms)
 		int rc = repl_begin(o);
 
 		if (rc) {
-			/* a backup down: nothing of this attempt posted */
-			if (rc == -ESTALE && op_refenced(o, o->p, rc))
+			/* a backup down: nothing of this attempt posted; one
+			 * that fenced us (or revoked our rkeys: the fence
+			 * before its close) has a newer map */
+			if ((rc == -ESTALE || rc == -EACCES) &&
+			    op_refenced(o, o->p, rc))
 				return;
 			op_finish(o, rc);
 			return;

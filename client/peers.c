@@ -27,6 +27,7 @@
 #include "rtime.h"
 
 #define RETRY_FIRST_MS 100
+#define FENCED_TRIES 3     /* at once, for a server that just fenced us */
 #define RETRY_MAX_MS 5000
 #define RECONNECT_TIMEOUT_MS 1000
 #define MAP_POLL_MS 200 /* etcd's map, read while a server is down */
@@ -184,7 +185,7 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 			     : RECONNECT_TIMEOUT_MS;
 	struct conn_opts co = conn_opts_of(c, t);
 	struct space *sp = &c->space[p->idx];
-	int rc;
+	int rc, fenced = p->link.fenced;
 
 	space_fini(sp);
 	peer_reset(p);
@@ -201,6 +202,18 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 		peer_reset(p);
 		p->link.dead = rc;
 		p->down = rc;
+		if (fenced && rc == -ECONNRESET &&
+		    p->fenced_tries < FENCED_TRIES) {
+			/* it fenced us a moment ago, so it is alive: a new
+			 * connection it reset (seen on shm right after a
+			 * failover's fence) is tried again at once, and
+			 * the ops of its keys wait meanwhile (the link
+			 * still reads as fenced: op.c op_refenced) */
+			p->fenced_tries++;
+			p->link.fenced = 1;
+			p->retry_ms = rkv_now_ms();
+			return;
+		}
 		p->backoff_ms = p->backoff_ms * 2 < RETRY_MAX_MS
 					? p->backoff_ms * 2
 					: RETRY_MAX_MS;
@@ -208,6 +221,7 @@ static void reconnect(struct rkv_client *c, struct peer *p)
 		return;
 	}
 	cache_drop_server(c, p->idx);
+	p->fenced_tries = 0;
 	p->down = 0;
 	c->ndown--;
 	c->st.reconnects++;
