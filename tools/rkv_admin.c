@@ -1565,7 +1565,7 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 	uint64_t next_rebuild = 0, next_sweep = 0;
 	int64_t lease = 0;
 	int said_wait = 0, rc = 0;
-	struct rkv_map *m = rkv_malloc(sizeof(*m));
+	struct rkv_map *m;
 
 	for (int i = 0; i < argc; i++) {
 		char *end;
@@ -1586,6 +1586,7 @@ static int cmd_watch(struct admin *a, int argc, char **argv)
 				    "--sweep-every S", argv[i]);
 		}
 	}
+	m = rkv_malloc(sizeof(*m));
 	if (!m)
 		return fail(cmd, "%s", "out of memory");
 	signal(SIGINT, watch_signal);

@@ -995,12 +995,18 @@ int lin_load(const char *path, struct lin_hist *h, size_t *bad_line)
 	struct pending *pend = NULL;
 	size_t npend = 0, cpend = 0, lineno = 0, cap = 0;
 	char *line = NULL;
+	ssize_t len;
 	int rc = 0;
 
 	if (!f)
 		return -errno;
-	while (rc == 0 && getline(&line, &cap, f) > 0) {
+	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
 		lineno++;
+		/* a last line without its newline is a write cut by a kill:
+		 * a torn call never started its op, a torn answer leaves it
+		 * open */
+		if (line[len - 1] != '\n' && feof(f))
+			break;
 		rc = load_line(line, h, &pend, &npend, &cpend);
 	}
 	if (rc && bad_line)

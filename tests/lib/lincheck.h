@@ -135,17 +135,19 @@ int lin_hist_add(struct lin_hist *h, const struct lin_op *op);
 /* Free h's ops; h is empty afterwards. */
 void lin_hist_fini(struct lin_hist *h);
 
-/* Append the ops of file path to h.  Returns 0, -errno of open, -ENOMEM,
+/* Append the ops of file path to h; a last line without its newline (a
+ * write cut by a kill) is left out.  Returns 0, -errno of open, -ENOMEM,
  * or -EBADMSG (a malformed line; its number is in *bad_line if given). */
 int lin_load(const char *path, struct lin_hist *h, size_t *bad_line);
 /* Write ops as 'o' lines.  Returns 0 or -errno. */
 int lin_save(const char *path, const struct lin_op *ops, size_t n);
 
 /*
- * Log an op's call / answer with one write(2) each, so a process killed
- * at any instant leaves whole lines: log the call before starting the op
- * (its effect is then always in the history), the answer after it.
- * Returns 0 or -errno.
+ * Log an op's call / answer with one write(2) each: log the call before
+ * starting the op (its effect is then always in the history), the answer
+ * after it.  A process killed in a write(2) that crosses a page of the
+ * file may leave a line cut short, always its last; lin_load leaves it
+ * out.  Returns 0 or -errno.
  */
 int lin_log_call(int fd, int client, uint64_t seq, uint64_t key, int kind,
 		 uint64_t in, uint64_t call_ns);

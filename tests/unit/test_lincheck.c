@@ -622,6 +622,29 @@ static void t_files(void)
 	EXPECT_EQ_U64(lh.ops[2].ret_ns, NEVER);
 	EXPECT_EQ(check(lh.ops, lh.n), LIN_OK);
 	lin_hist_fini(&lh);
+	/* a kill cut the last write short: the torn answer leaves its call
+	 * open, a torn call is no op */
+	fd = open(log, O_WRONLY | O_APPEND);
+	ASSERT_TRUE(fd >= 0);
+	off_t whole = lseek(fd, 0, SEEK_END);
+
+	EXPECT_EQ(write(fd, "r 3 3 a 1", 9), 9);
+	close(fd);
+	EXPECT_EQ(lin_load(log, &lh, &bad), 0);
+	ASSERT_EQ(lh.n, 3);
+	EXPECT_EQ(lh.open, 1);
+	EXPECT_EQ(lh.ops[2].ok, LIN_INDET);
+	lin_hist_fini(&lh);
+	ASSERT_EQ(truncate(log, whole), 0);
+	fd = open(log, O_WRONLY | O_APPEND);
+	ASSERT_TRUE(fd >= 0);
+	EXPECT_EQ(write(fd, "c 3 4 1 pu", 10), 10);
+	close(fd);
+	EXPECT_EQ(lin_load(log, &lh, &bad), 0);
+	EXPECT_EQ(lh.n, 3);
+	lin_hist_fini(&lh);
+	/* a bad line with its newline is no cut write */
+	ASSERT_EQ(truncate(log, whole), 0);
 	fd = open(log, O_WRONLY | O_APPEND);
 	ASSERT_TRUE(fd >= 0);
 	EXPECT_EQ(write(fd, "r 4 1 0 1 5\n", 12), 12); /* no such call */
