@@ -10,7 +10,10 @@
  * (carrying the words and buckets already read), op_nb_room its
  * new-block buffer.  Both go back when the slot is handed back
  * (op_big_release), never while a round is in flight: a slot is handed
- * back only after its last round completed.  The client keeps up to
+ * back only after its last round completed.  A replicated write's leg
+ * (op_repl.c) has one too while a copy it verifies or the block it
+ * installs is big (leg_room); it goes back with the slot's, or when the
+ * leg's last round is back.  The client keeps up to
  * BIG_KEEP idle buffers for the next big op and frees the rest, so a
  * stream of big puts or gets registers memory once, not per op.  A scan
  * and a migration hold one of the pool's buffers for the blocks they read
@@ -102,7 +105,7 @@ void bigbuf_put(struct rkv_client *c, struct bigbuf *b)
 
 int bigbuf_init(struct rkv_client *c)
 {
-	c->nbig = 2 * c->nslots + 1 + BIG_KEEP + 1;
+	c->nbig = (2 + c->nlegs) * c->nslots + 1 + BIG_KEEP + 1;
 	c->big = rkv_calloc(c->nbig, sizeof(*c->big));
 	return c->big ? 0 : -ENOMEM;
 }
@@ -165,8 +168,41 @@ size_t op_nb_cap(const struct opslot *o)
 	return o->wbig ? o->wbig->len : o->c->new_blk_size;
 }
 
+int leg_room(struct leg *l, size_t room)
+{
+	char head[OB_BLOCKS];
+	int rc;
+
+	if (room <= l->room)
+		return 0;
+	if (room > RKV_MAX_BLOCK)
+		return -EMSGSIZE;
+	memcpy(head, l->buf, OB_BLOCKS);
+	rc = bigbuf_hold(l->o->c, &l->big, OB_BLOCKS + room);
+	if (rc)
+		return rc;
+	memcpy(l->big->p, head, OB_BLOCKS);
+	l->buf = l->big->p;
+	l->lkey = l->big->mr->lkey;
+	l->room = (uint32_t)(l->big->len - OB_BLOCKS);
+	return 0;
+}
+
+void leg_big_release(struct leg *l)
+{
+	if (!l->big || l->busy)
+		return;
+	bigbuf_put(l->o->c, l->big);
+	l->big = NULL;
+	l->buf = l->own_buf;
+	l->lkey = l->own_lkey;
+	l->room = (uint32_t)(l->o->c->op_buf_size - OB_BLOCKS);
+}
+
 void op_big_release(struct opslot *o)
 {
+	for (unsigned i = 0; o->leg && i < o->c->nlegs; i++)
+		leg_big_release(&o->leg[i]);
 	if (o->rbig) {
 		bigbuf_put(o->c, o->rbig);
 		o->rbig = NULL;

@@ -237,7 +237,15 @@ struct leg {
 	struct opslot *o;
 	struct peer *p;          /* the backup ... */
 	struct space *sp;        /* ... and our space on it */
-	char *buf;               /* registered buffer, the OB_* layout */
+	char *buf;               /* registered buffer, the OB_* layout: */
+	uint32_t lkey;           /* its key, */
+	uint32_t room;           /* the bytes it holds from OB_BLOCKS on */
+	char *own_buf;           /* the slot's own one (room: op_buf_size less
+				  * OB_BLOCKS) ... */
+	uint32_t own_lkey;
+	struct bigbuf *big;      /* ... or for a big block, one of the
+				  * client's (bigbuf.c: leg_room) */
+	int rd_big;              /* the round verifies big blocks only */
 	unsigned step;           /* enum leg_step */
 	unsigned round;          /* rounds posted (parity) */
 	unsigned nrounds;        /* rounds since the phase began (RTTs) */
@@ -439,8 +447,14 @@ int op_room(struct opslot *o, size_t room);
 int op_nb_room(struct opslot *o, size_t size);
 /* Bytes o's new-block buffer holds now. */
 size_t op_nb_cap(const struct opslot *o);
-/* The slot is handed back: its big buffers go back to the client. */
+/* The slot is handed back: its big buffers go back to the client (its
+ * legs' only when no round of theirs is in flight). */
 void op_big_release(struct opslot *o);
+/* Leg l's buffer holds room bytes of blocks from OB_BLOCKS on (the words
+ * and buckets read are carried over).  0, -EMSGSIZE or -ENOMEM. */
+int leg_room(struct leg *l, size_t room);
+/* l's big buffer goes back, unless a round of l is in flight. */
+void leg_big_release(struct leg *l);
 
 /* ---- op_loc.c: locating the key, and our blocks */
 

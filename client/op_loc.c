@@ -237,9 +237,8 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
 	uint32_t size = rkv_block_size(o->op->key_len, val_len);
 	int rc;
 
-	if (!size || val_len > op_value_max(o) ||
-	    (o->repl.nlegs && size > INLINE_BLOCK))
-		return -EMSGSIZE; /* (big values are not replicated yet) */
+	if (!size || val_len > op_value_max(o))
+		return -EMSGSIZE;
 	if (size > o->p->g.data_len)
 		return -ENOSPC; /* a block larger than the server's region */
 	rc = op_nb_room(o, size);

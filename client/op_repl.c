@@ -99,7 +99,7 @@ static void lrd(struct leg *l, unsigned off, uint64_t raddr, uint32_t rkey,
 {
 	l->wr[l->nwr++] = (struct rkv_wr){
 		.opcode = RKV_WR_READ, .local = l->buf + off, .length = len,
-		.lkey = l->o->lkey, .remote_addr = raddr, .rkey = rkey };
+		.lkey = l->lkey, .remote_addr = raddr, .rkey = rkey };
 }
 
 static void lcas(struct leg *l, unsigned off, unsigned pos, uint64_t expect,
@@ -107,7 +107,7 @@ static void lcas(struct leg *l, unsigned off, unsigned pos, uint64_t expect,
 {
 	l->wr[l->nwr++] = (struct rkv_wr){
 		.opcode = RKV_WR_CAS, .local = l->buf + off, .length = 8,
-		.lkey = l->o->lkey, .remote_addr = lpos_addr(l, pos),
+		.lkey = l->lkey, .remote_addr = lpos_addr(l, pos),
 		.rkey = l->p->ctrl.keys.index, .compare_add = expect,
 		.swap = swap };
 }
@@ -202,11 +202,12 @@ static void word_done(struct leg *l)
  * into OB_BLOCKS, as many as fit, one round each batch (l->cand*). */
 static int verify_next(struct leg *l)
 {
-	struct opslot *o = l->o;
-	uint32_t room = (uint32_t)(o->c->op_buf_size - OB_BLOCKS), off = 0;
+	uint32_t off = 0;
 	unsigned i;
+	int rc;
 
 	l->nwr = 0;
+	l->rd_big = 1;
 	for (i = l->vend; i < l->ncand; i++) {
 		struct cand *cd = &l->cand[i];
 		uint32_t sz = rkv_slot_size(cd->slot);
@@ -215,8 +216,15 @@ static int verify_next(struct leg *l)
 			cd->buf_off = UINT32_MAX;
 			continue;
 		}
-		if (sz > room - off || l->nwr == ROUND_MAX_WR)
+		/* a big block is read alone, into a buffer of its size */
+		if (sz > l->room && off == 0 && l->nwr == 0) {
+			rc = leg_room(l, sz);
+			if (rc)
+				return rc;
+		}
+		if (sz > l->room - off || l->nwr == ROUND_MAX_WR)
 			break;
+		l->rd_big &= sz > RKV_SMALL_BLOCK_MAX;
 		cd->buf_off = OB_BLOCKS + off;
 		lrd(l, OB_BLOCKS + off,
 		    l->p->g.data_addr + rkv_slot_offset(cd->slot),
@@ -265,10 +273,10 @@ static void buckets_done(struct leg *l)
 static void verify_done(struct leg *l)
 {
 	struct opslot *o = l->o;
+	uint32_t grace = l->rd_big ? l->p->g.big_grace_ms : l->p->g.grace_ms;
 	int rc;
 
-	if (rkv_coarse_ms() - l->t_ms + RKV_COARSE_SLACK_MS >=
-	    l->p->g.grace_ms) {
+	if (rkv_coarse_ms() - l->t_ms + RKV_COARSE_SLACK_MS >= grace) {
 		leg_locate(l); /* a block read may have been reused */
 		return;
 	}
@@ -346,7 +354,7 @@ static void leg_locate(struct leg *l)
 static int leg_block(struct leg *l)
 {
 	struct opslot *o = l->o;
-	struct rkv_block_hdr *h = (void *)(l->buf + OB_BLOCKS);
+	struct rkv_block_hdr *h;
 	int rc;
 
 	if (!l->size) {
@@ -362,6 +370,10 @@ static int leg_block(struct leg *l)
 	}
 	if (l->written)
 		return 0;
+	rc = leg_room(l, o->nb.size);
+	if (rc)
+		return rc;
+	h = (void *)(l->buf + OB_BLOCKS);
 	memcpy(h, new_blk_buf(o), o->nb.size);
 	h->writer = l->p->g.client_id;
 	h->grant = l->ref.grant;
@@ -438,7 +450,7 @@ static void leg_install(struct leg *l)
 	if (!l->written) {
 		l->wr[l->nwr++] = (struct rkv_wr){
 			.opcode = RKV_WR_WRITE, .local = l->buf + OB_BLOCKS,
-			.length = l->size, .lkey = o->lkey,
+			.length = l->size, .lkey = l->lkey,
 			.remote_addr = l->p->g.data_addr + l->ref.off,
 			.rkey = l->p->ctrl.keys.data };
 		l->written = 1;
@@ -515,6 +527,8 @@ static void leg_round_done(struct leg *l)
 		}
 		leg_drop(l);
 		l->step = LEG_IDLE;
+		if (!l->pending && o->state == OP_FREE)
+			leg_big_release(l); /* its slot went back meanwhile */
 		if (l->pending) {
 			l->pending = 0;
 			leg_setup(l, l->next_si);
@@ -605,14 +619,15 @@ void repl_slot_init(struct opslot *o, struct leg *legs, char *bufs,
 	static void (*const done[4])(struct wr_ctx *, const struct rkv_wc *) = {
 		leg_done_0, leg_done_1, leg_done_2, leg_done_3 };
 
-	(void)lkey;
 	o->leg = legs;
 	for (unsigned i = 0; i < REPL_LEGS; i++) {
 		struct leg *l = &legs[i];
 
 		memset(l, 0, sizeof(*l));
 		l->o = o;
-		l->buf = bufs + i * buf_size;
+		l->buf = l->own_buf = bufs + i * buf_size;
+		l->lkey = l->own_lkey = lkey;
+		l->room = (uint32_t)(buf_size - OB_BLOCKS);
 		for (unsigned k = 0; k < 4; k++)
 			l->ctx[k] = (struct wr_ctx){ .done = done[k],
 						     .unposted = leg_unposted };

@@ -65,9 +65,9 @@ extern "C" {
  * to RKV_VALUE_LIMIT, 1 GiB less 1,056 bytes, or lower it).  Values up to
  * 256 KiB use the client's own registered buffers; larger ones buffers
  * registered for the operation and kept for the next (two idle at most).
- * A get of any size is 1 RTT with its location cached, 2 cold.  Values
- * over 256 KiB are not replicated yet (r > 1: -EMSGSIZE) and not moved
- * through device buffers (the _dev calls: -EMSGSIZE). */
+ * A get of any size is 1 RTT with its location cached, 2 cold, at any
+ * r.  Values over 256 KiB are not moved through device buffers (the _dev
+ * calls: -EMSGSIZE). */
 #define RKV_VALUE_MAX 67108864u /* bytes (proto/layout.h: the same) */
 #define RKV_VALUE_LIMIT 1073740768u /* bytes (proto/layout.h: the same) */
 

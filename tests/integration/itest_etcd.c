@@ -156,7 +156,7 @@ static void expect_refused(struct env *v, const struct refusal *r, size_t n)
 		EXPECT_EQ(rc, 2);
 		EXPECT_TRUE(strstr(out, r[i].says) != NULL);
 		EXPECT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
-		if (!strstr(out, r[i].says))
+		if (!strstr(out, r[i].says) || rc != 2)
 			printf("#   %s: %s", r[i].args, out);
 	}
 }
@@ -1205,6 +1205,46 @@ static struct test_logbuf g_clog;
 /* nsrv servers named names[] in a fresh cluster of v keeping r copies,
  * every filler key put by the client returned (NULL: a step failed,
  * said). */
+/* Values over 256 KiB among the replicated tests' fillers: NBIG keys
+ * "big:B" of about 1 MiB that say which they are. */
+#define NBIG 4u
+#define BIG_LEN(b) ((1u << 20) + (b) * 4099u)
+
+static int big_put(struct rkv_client *c, unsigned b)
+{
+	unsigned char *v = malloc(BIG_LEN(b));
+	char k[32];
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	test_big_fill(v, BIG_LEN(b), b);
+	snprintf(k, sizeof(k), "big:%u", b);
+	rc = rkv_put(c, k, strlen(k), v, BIG_LEN(b));
+	free(v);
+	return rc;
+}
+
+/* 0: c reads big key b whole; else the error (-EIO: another value). */
+static int big_check(struct rkv_client *c, unsigned b)
+{
+	size_t cap = BIG_LEN(NBIG), len = 0;
+	unsigned char *v = malloc(cap), *want = malloc(cap);
+	char k[32];
+	int rc = -ENOMEM;
+
+	if (v && want) {
+		snprintf(k, sizeof(k), "big:%u", b);
+		rc = rkv_get(c, k, strlen(k), v, cap, &len);
+		test_big_fill(want, BIG_LEN(b), b);
+		if (!rc && (len != BIG_LEN(b) || memcmp(v, want, len)))
+			rc = -EIO;
+	}
+	free(v);
+	free(want);
+	return rc;
+}
+
 static struct rkv_client *repl_setup(struct env *v,
 				     const char *const *names, unsigned nsrv,
 				     unsigned r)
@@ -1231,6 +1271,15 @@ static struct rkv_client *repl_setup(struct env *v,
 	for (unsigned i = 0; c && i < MIG_FILL; i++) {
 		if (test_kput(c, i, 1)) {
 			printf("#   cannot put user:%u\n", i);
+			rkv_client_destroy(c);
+			return NULL;
+		}
+	}
+	for (unsigned b = 0; c && b < NBIG; b++) {
+		int rc = big_put(c, b);
+
+		if (rc) {
+			printf("#   cannot put big:%u: %s\n", b, strerror(-rc));
 			rkv_client_destroy(c);
 			return NULL;
 		}
@@ -1445,8 +1494,8 @@ static long fail_over(struct env *v, unsigned i, unsigned fo_kill_us,
 	return (long)(rkv_now_ms() - t0);
 }
 
-/* Every filler key on exactly the r servers the map places it on (read
- * from each server alone), with its value. */
+/* Every filler key and big key on exactly the r servers the map places
+ * it on (read from each server alone), with its value. */
 static unsigned misplaced(struct env *v, struct rkv_client *c, unsigned r)
 {
 	struct rkv_client *one[NSRV + 2] = { 0 };
@@ -1462,10 +1511,12 @@ static unsigned misplaced(struct env *v, struct rkv_client *c, unsigned r)
 		if (v->s[i].pid > 0 && in_map)
 			one[i] = test_client_at(v->s[i].addr, 3000, 0);
 	}
-	for (unsigned k = 0; k < MIG_FILL; k++) {
+	for (unsigned k = 0; k < MIG_FILL + NBIG; k++) {
 		char key[32];
-		unsigned rep[3], n, on = 0, want = 0;
-		size_t kl = (size_t)snprintf(key, sizeof(key), "user:%u", k);
+		unsigned rep[3], n, on = 0, want = 0, b = k - MIG_FILL;
+		size_t kl = k < MIG_FILL ?
+			(size_t)snprintf(key, sizeof(key), "user:%u", k) :
+			(size_t)snprintf(key, sizeof(key), "big:%u", b);
 
 		n = rkv_client_replicas(c, key, kl, rep, 3);
 		for (unsigned i = 0; i < NSRV + 2; i++) {
@@ -1477,7 +1528,8 @@ static unsigned misplaced(struct env *v, struct rkv_client *c, unsigned r)
 				in |= !strcmp(rkv_client_server_name(c, rep[j]),
 					      v->nm[i]);
 			want += in;
-			if (test_kcheck(one[i], k, 1) == 0)
+			if ((k < MIG_FILL ? test_kcheck(one[i], k, 1)
+					  : big_check(one[i], b)) == 0)
 				on += in ? 1 : 100;
 		}
 		bad += n != r || want != r || on != r;
@@ -1558,8 +1610,10 @@ static struct rkv_client *end_checked(struct env *v, const char *stop,
 	if (!d)
 		return NULL;
 	bad = misplaced(v, d, r);
-	printf("#   %u filler keys lost, %u not on exactly their %u servers\n",
-	       lost, bad, r);
+	for (unsigned b = 0; b < NBIG; b++)
+		lost += big_check(d, b) != 0;
+	printf("#   %u filler keys lost (%u of them of about 1 MiB), %u not on "
+	       "exactly their %u servers\n", lost, NBIG, bad, r);
 	EXPECT_EQ(lost, 0);
 	EXPECT_EQ(bad, 0);
 	EXPECT_EQ(ctrs_off(d, ctr_sum), 0);

@@ -1139,38 +1139,11 @@ static void t_hash_collision(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
-/* A value of len bytes that says which (len, seed) it is: any byte of
- * another value, or of a torn one, fails big_ok. */
-static void big_fill(unsigned char *v, size_t len, unsigned seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + len;
-
-	for (size_t i = 0; i < len; i++) {
-		if (i % 8 == 0)
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		v[i] = (unsigned char)(x >> (8 * (i % 8)));
-	}
-}
-
 static int big_ok(const unsigned char *v, size_t len, unsigned seed,
 		  unsigned char *scratch)
 {
-	big_fill(scratch, len, seed);
+	test_big_fill(scratch, len, seed);
 	return memcmp(v, scratch, len) == 0;
-}
-
-/* Flip the first byte, keep the length (an rmw of a big value). */
-static int flip_first(const void *old, size_t old_len, void *out,
-		      size_t out_cap, size_t *out_len, void *arg)
-{
-	(void)arg;
-	if (!old || old_len > out_cap)
-		return -EINVAL;
-	memcpy(out, old, old_len);
-	if (old_len)
-		((unsigned char *)out)[0] ^= 0xff;
-	*out_len = old_len;
-	return RKV_RMW_WRITE;
 }
 
 /*
@@ -1211,7 +1184,7 @@ static void t_big_values(void)
 		uint64_t t0 = rkv_now_ns(), t1, t2;
 
 		snprintf(k, sizeof(k), "big-%zu", n);
-		big_fill(v, n, 1);
+		test_big_fill(v, n, 1);
 		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
 		t1 = rkv_now_ns();
 		rtts_of(c2, 'g');
@@ -1234,11 +1207,12 @@ static void t_big_values(void)
 				  -ENOBUFS);
 		EXPECT_EQ(len, n);
 		/* written again: c2's cached word is stale */
-		big_fill(v, n, 2);
+		test_big_fill(v, n, 2);
 		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
 		EXPECT_EQ(rkv_get(c2, k, strlen(k), r, max + 1, &len), 0);
 		EXPECT_TRUE(len == n && big_ok(r, n, 2, tmp));
-		EXPECT_EQ(rkv_rmw(c2, k, strlen(k), flip_first, NULL), 0);
+		EXPECT_EQ(rkv_rmw(c2, k, strlen(k), test_rmw_flip_first,
+				  NULL), 0);
 		EXPECT_EQ(rkv_get(c, k, strlen(k), r, max + 1, &len), 0);
 		EXPECT_EQ(len, n);
 		if (n) {
@@ -1262,7 +1236,7 @@ static void t_big_values(void)
 	ASSERT_EQ(start(&s, small), 0);
 	c = client_of(&s, 1, 5000);
 	ASSERT_TRUE(c != NULL);
-	big_fill(v, (1u << 20) + 1, 3);
+	test_big_fill(v, (1u << 20) + 1, 3);
 	EXPECT_EQ(rkv_put(c, "m", 1, v, (1u << 20) + 1), -EMSGSIZE);
 	rkv_client_destroy(c);
 	EXPECT_EQ(test_srv_stop(&s), 0);
@@ -1279,7 +1253,7 @@ static void t_big_values(void)
 	ASSERT_EQ(start(&s, small), 0);
 	c = client_of(&s, 1, 5000);
 	ASSERT_TRUE(c != NULL);
-	big_fill(v, 1u << 20, 3);
+	test_big_fill(v, 1u << 20, 3);
 	EXPECT_EQ(rkv_put(c, "m", 1, v, 1u << 20), 0);
 	EXPECT_EQ(rkv_get(c, "m", 1, r, max + 1, &len), 0);
 	EXPECT_TRUE(len == 1u << 20 && big_ok(r, len, 3, tmp));
@@ -1294,7 +1268,7 @@ static void t_big_values(void)
  * it back and big_ok checks the rest. */
 static void big_fill_seeded(unsigned char *v, size_t len, uint64_t seed)
 {
-	big_fill(v, len, (unsigned)seed);
+	test_big_fill(v, len, (unsigned)seed);
 	memcpy(v, &seed, 8);
 }
 

@@ -17,7 +17,8 @@
  *   - a backup down: writes of its keys fail at once with an error (they
  *     cannot be on R servers), gets from live primaries still work, keys
  *     it does not hold are unaffected;
- *   - a map asking for more replicas than it lists servers is refused.
+ *   - a map asking for more replicas than it lists servers is refused;
+ *   - values over 256 KiB (to 16 MiB) are replicated like small ones.
  * Linearizability under contention and faults at R > 1 is itest_lin's.
  */
 #include <errno.h>
@@ -592,6 +593,109 @@ static void t_primary_restarted(void)
 	stop_all(s);
 }
 
+/* --------------------------------------------------------- big values */
+
+/* How many servers hold exactly want[0..n) under key k; *other: how many
+ * hold something else. */
+static unsigned big_holders(struct rkv_client **d, const char *k,
+			    const unsigned char *want, size_t n,
+			    unsigned char *r, size_t cap, unsigned *other)
+{
+	unsigned have = 0;
+
+	for (unsigned i = 0; i < NSRV; i++) {
+		size_t len = 0;
+		int rc = rkv_get(d[i], k, strlen(k), r, cap, &len);
+
+		if (rc == 0 && len == n && !memcmp(r, want, n))
+			have++;
+		else if (rc != -ENOENT)
+			*other += 1;
+	}
+	return have;
+}
+
+/*
+ * Values over the largest small block (256 KiB) at r = 2 and 3: each put
+ * is on exactly r servers (read back from each alone), read cold in 2
+ * RTTs and cached in 1 through the cluster, written again, changed by an
+ * rmw of a client that has located none of its copies (its legs read the
+ * big copies on the backups to find them), and deleted everywhere.
+ */
+static void big_values(unsigned r)
+{
+	const char *extra[] = { "--memory", "160M", "--big-grace", "20000",
+				NULL };
+	const size_t sizes[] = { 261025, 1u << 20, 16u << 20 };
+	size_t nsz = sizeof(sizes) / sizeof(sizes[0]), max = 16u << 20;
+	unsigned char *v = malloc(max), *rd = malloc(max + 1);
+	struct test_srv s[NSRV];
+	struct rkv_client *c, *c2, *d[NSRV];
+	unsigned wrong = 0, other = 0, absent = 0;
+	char f[64], k[32];
+
+	ASSERT_TRUE(v && rd);
+	ASSERT_EQ(start_all(s, extra), 0);
+	write_cluster(f, sizeof(f), s, NSRV, r);
+	c = test_client_cluster(f, 20000, 2000, NULL, NULL);
+	c2 = test_client_cluster(f, 20000, 2000, NULL, NULL);
+	ASSERT_TRUE(c && c2);
+	direct_clients(s, d);
+	for (size_t i = 0; i < nsz; i++) {
+		size_t n = sizes[i], len = 0;
+		uint64_t t;
+
+		snprintf(k, sizeof(k), "big-%zu", n);
+		test_big_fill(v, n, 1);
+		uint64_t t0 = rkv_now_ns(), t1, t2;
+
+		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
+		t1 = rkv_now_ns();
+		wrong += big_holders(d, k, v, n, rd, max + 1, &other) != r;
+		t = rtts_of(c2, 0);
+		t2 = rkv_now_ns();
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), rd, max + 1, &len), 0);
+		if (n >= (1u << 20))
+			printf("#   %zu bytes: put %.1f ms, cold get %.1f ms\n",
+			       n, (double)(t1 - t0) / 1e6,
+			       (double)(rkv_now_ns() - t2) / 1e6);
+		EXPECT_EQ(rtts_of(c2, 0) - t, 2); /* cold */
+		EXPECT_TRUE(len == n && !memcmp(rd, v, n));
+		t = rtts_of(c2, 0);
+		EXPECT_EQ(rkv_get(c2, k, strlen(k), rd, max + 1, &len), 0);
+		EXPECT_EQ(rtts_of(c2, 0) - t, 1); /* cached */
+		test_big_fill(v, n, 2);
+		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
+		wrong += big_holders(d, k, v, n, rd, max + 1, &other) != r;
+		EXPECT_EQ(rkv_rmw(c2, k, strlen(k), test_rmw_flip_first,
+				  NULL), 0);
+		v[0] ^= 0xff;
+		wrong += big_holders(d, k, v, n, rd, max + 1, &other) != r;
+		EXPECT_EQ(rkv_get(c, k, strlen(k), rd, max + 1, &len), 0);
+		EXPECT_TRUE(len == n && !memcmp(rd, v, n));
+		EXPECT_EQ(rkv_delete(c, k, strlen(k)), 0);
+		for (unsigned j = 0; j < NSRV; j++)
+			absent += rkv_get(d[j], k, strlen(k), rd, max + 1,
+					  &len) == -ENOENT;
+	}
+	printf("#   r=%u: %zu sizes to 16 MiB, %u puts not on exactly %u "
+	       "servers, %u other copies, %u of %zu absent after delete\n",
+	       r, nsz, wrong, r, other, absent, nsz * NSRV);
+	EXPECT_EQ(wrong, 0);
+	EXPECT_EQ(other, 0);
+	EXPECT_EQ(absent, nsz * NSRV);
+	rkv_client_destroy(c);
+	rkv_client_destroy(c2);
+	destroy_all(d);
+	unlink(f);
+	stop_all(s);
+	free(v);
+	free(rd);
+}
+
+static void t_big_values_r2(void) { big_values(2); }
+static void t_big_values_r3(void) { big_values(3); }
+
 /* ----------------------------------------------------------- refusal */
 
 static void t_too_few_servers(void)
@@ -625,5 +729,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_primary_restarted);
 	RKV_TEST(t_stale_holder);
 	RKV_TEST(t_too_few_servers);
+	RKV_TEST(t_big_values_r2);
+	RKV_TEST(t_big_values_r3);
 	return rkv_test_done();
 }

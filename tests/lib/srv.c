@@ -239,6 +239,30 @@ int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 	return RKV_RMW_WRITE;
 }
 
+void test_big_fill(unsigned char *v, size_t len, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + len;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0)
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		v[i] = (unsigned char)(x >> (8 * (i % 8)));
+	}
+}
+
+int test_rmw_flip_first(const void *old, size_t old_len, void *out,
+			size_t cap, size_t *out_len, void *arg)
+{
+	(void)arg;
+	if (!old || old_len > cap)
+		return -EINVAL;
+	memcpy(out, old, old_len);
+	if (old_len)
+		((unsigned char *)out)[0] ^= 0xff;
+	*out_len = old_len;
+	return RKV_RMW_WRITE;
+}
+
 int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
 		    size_t *out_len, void *arg)
 {

@@ -62,6 +62,14 @@ struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 int test_rmw_add(const void *old, size_t old_len, void *out, size_t cap,
 		 size_t *out_len, void *arg);
 
+/* A value of len bytes that says which (len, seed) it is: any byte of
+ * another value, or of a torn one, differs. */
+void test_big_fill(unsigned char *v, size_t len, unsigned seed);
+/* An rmw_fn of librkv: the old value with its first byte flipped, the
+ * same length (absent, or longer than out's room: -EINVAL). */
+int test_rmw_flip_first(const void *old, size_t old_len, void *out,
+			size_t cap, size_t *out_len, void *arg);
+
 /* A log_fn of librkv that keeps the messages, one per line, in text
  * (what does not fit is dropped): log_arg is a struct test_logbuf. */
 struct test_logbuf {
