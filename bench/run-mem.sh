@@ -11,7 +11,8 @@
 # For each N of MEM_KEYS (default 100000 1000000 10000000): an rkv-server
 # on shm (the fastest to load) started with --capacity N, loaded by
 # `rkv --pipe` (puts go out 64 to an rkv_mput), then read with `rkv stat`:
-# index = buckets x 64 B, load factor = keys / (buckets x 8), data in use =
+# index = buckets x slots x 8 B, load factor = keys / (buckets x slots),
+# data in use =
 # data_len - data_free - data_grace.  Resident = VmRSS - RssShmem + the
 # bytes allocated to every memfd the server holds: on shm the clients
 # write the data region through their own mappings, so the server's VmRSS
@@ -97,7 +98,8 @@ secs_since() {
 }
 
 # rkv_run PROVIDER N: load N keys into a fresh server; its figures in
-# R_SECS, R_NB (buckets), R_IDX, R_DATA and R_RES (bytes), keyed by PROVIDER
+# R_SECS, R_NB (buckets), R_SL (slots a bucket), R_IDX, R_DATA and R_RES
+# (bytes), keyed by PROVIDER
 rkv_run() {
   local prov=$1 n=$2 addr=tcp://127.0.0.1:0 t0 out secs st
   [ "$prov" = shm ] && addr=shm:///rkv-mem-$$
@@ -124,7 +126,8 @@ rkv_run() {
   fi
   R_SECS[$prov]=$secs
   R_NB[$prov]=$(stat_of buckets)
-  R_IDX[$prov]=$((R_NB[$prov] * 64))
+  R_SL[$prov]=$(stat_of bucket_slots)
+  R_IDX[$prov]=$((R_NB[$prov] * R_SL[$prov] * 8))
   R_DATA[$prov]=$(($(stat_of data_len) - $(stat_of data_free) - $(stat_of data_grace)))
   R_RES[$prov]=$(resident "$RPID")
   peers_stop
@@ -177,7 +180,7 @@ rows=()
 notes=()
 EMPTY_RKV=
 EMPTY_REDIS=
-declare -A R_SECS R_NB R_IDX R_DATA R_RES
+declare -A R_SECS R_NB R_SL R_IDX R_DATA R_RES
 for n in $NS; do
   avail=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) # KiB
   if [ "$avail" -lt $((n * 600 >> 10)) ]; then
@@ -196,7 +199,7 @@ for n in $NS; do
     vs="n/a | n/a"
     [ -n "$D_USED" ] && vs="$(ratio "$tot" "$D_USED") | $(ratio "${R_RES[$p]}" "$D_RSS")"
     rows+=("| $n | rkv ($p) | ${R_SECS[$p]} | ${R_NB[$p]} \
-| $(per $((n * 100)) $((R_NB[$p] * 8)))% | $(per "${R_IDX[$p]}" "$n") \
+| $(per $((n * 100)) $((R_NB[$p] * R_SL[$p])))% | $(per "${R_IDX[$p]}" "$n") \
 | $(per "${R_DATA[$p]}" "$n") | $(per "$tot" "$n") \
 | $(per "${R_RES[$p]}" "$n") | $vs |")
   done
@@ -216,10 +219,11 @@ block=$(((32 + KSIZE + VSIZE + 63) / 64 * 64))
   echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"
   echo
-  echo "- index: buckets x 64 B (8 slots of 8 B) as --capacity N sized it:"
-  echo "  64 / (8 x load factor) B a key, where load factor = keys / slots;"
-  echo "  10.7 B at the 75 % an index fills before its first refusal"
-  echo "  (docs/DESIGN.md §3)."
+  echo "- index: buckets of ${R_SL[shm]:-32} slots of 8 B as --capacity N"
+  echo "  sized them (24 keys a bucket of 32, then a power of two of"
+  echo "  buckets): 8 / load factor B a key, where load factor = keys /"
+  echo "  slots; 8.6 B at the 93 % an index of 32-slot buckets fills before"
+  echo "  its first refusal (docs/DESIGN.md §3)."
   echo "- data: data_len - data_free - data_grace of \`rkv stat\`: one block"
   echo "  a key of a 32 B header + $KSIZE B key + $VSIZE B value = $((32 + KSIZE + VSIZE)) B, rounded"
   echo "  up to 64 B units: $block B, $((block - KSIZE - VSIZE)) B over the key and value"

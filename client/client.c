@@ -555,7 +555,7 @@ int rkv_server_stats(struct rkv_client *c, unsigned i,
 		.blocks_returned = r->blocks_returned,
 		.rebuilds = r->rebuilds, .bad_msgs = r->bad_msgs,
 		.ctrl_msgs = r->ctrl_msgs, .auth_failures = r->auth_failures,
-		.denied = r->denied,
+		.denied = r->denied, .bucket_slots = r->bucket_slots,
 	};
 	return 0;
 }

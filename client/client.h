@@ -59,7 +59,7 @@ struct cache_ent {
 	uint32_t blk_size;
 	uint64_t slot_addr;      /* remote address of the slot word */
 	uint64_t slot;           /* slot value last seen */
-	unsigned pos;            /* position 0..15 */
+	unsigned pos;            /* position in its two buckets */
 	uint32_t gen;            /* bumped whenever key changes hands */
 	uint64_t t_ms;           /* when it was seen (coarse, no later) */
 	char *key;               /* NULL: empty entry */

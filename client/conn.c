@@ -171,6 +171,7 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 	if (h->status)
 		return h->status < 0 ? h->status : -EPROTO;
 	if (!h->nbuckets || (h->nbuckets & (h->nbuckets - 1)) ||
+	    !rkv_bucket_slots_ok(h->bucket_slots) ||
 	    !h->data_len || h->data_len > RKV_MAX_DATA_REGION ||
 	    !h->chunk_size || h->grace_ms <= h->lease_ms ||
 	    h->big_grace_ms < h->grace_ms)
@@ -178,6 +179,7 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 	p->g = (struct geom){
 		.client_id = h->client_id,
 		.index_addr = h->index_addr, .nbuckets = h->nbuckets,
+		.bucket_slots = h->bucket_slots,
 		.data_addr = h->data_addr, .data_len = h->data_len,
 		.chunk_size = h->chunk_size, .lease_ms = h->lease_ms,
 		.grace_ms = h->grace_ms, .big_grace_ms = h->big_grace_ms,

@@ -22,6 +22,7 @@
 struct geom {
 	uint32_t client_id;       /* stamped into our blocks' headers */
 	uint64_t index_addr, nbuckets;
+	uint32_t bucket_slots;    /* slots a bucket holds (layout.h) */
 	uint64_t data_addr, data_len;
 	uint32_t chunk_size, lease_ms, grace_ms;
 	uint32_t big_grace_ms;    /* a block over RKV_SMALL_BLOCK_MAX waits */
@@ -97,19 +98,33 @@ int peer_err_transient(int err);
 static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 				      unsigned i)
 {
-	return p->g.index_addr + bucket * RKV_BUCKET_SIZE + i * 8u;
+	return p->g.index_addr + (bucket * p->g.bucket_slots + i) * 8u;
+}
+
+/* Slots of p's index. */
+static inline uint64_t peer_nslots(const struct peer *p)
+{
+	return p->g.nbuckets * p->g.bucket_slots;
+}
+
+/* Bytes of one bucket of p's index. */
+static inline uint32_t peer_bucket_bytes(const struct peer *p)
+{
+	return p->g.bucket_slots * 8u;
 }
 
 /* The lease word (layout.h: the index region's tail). */
 static inline uint64_t peer_lease_addr(const struct peer *p)
 {
-	return p->g.index_addr + rkv_index_lease_off(p->g.nbuckets);
+	return p->g.index_addr +
+	       rkv_index_lease_off(p->g.nbuckets, p->g.bucket_slots);
 }
 
 /* The partition table's word of partition part (layout.h). */
 static inline uint64_t peer_part_addr(const struct peer *p, unsigned part)
 {
-	return p->g.index_addr + rkv_index_part_off(p->g.nbuckets) + part * 8u;
+	return p->g.index_addr +
+	       rkv_index_part_off(p->g.nbuckets, p->g.bucket_slots) + part * 8u;
 }
 
 #endif

@@ -378,7 +378,7 @@ static int take_blocks(struct fo *f, unsigned si, struct walk_item *it,
 static int walk_server(struct fo *f, unsigned si)
 {
 	struct peer *p = &f->c->peer[si];
-	uint64_t nslots = p->g.nbuckets * RKV_SLOTS_PER_BUCKET;
+	uint64_t nslots = peer_nslots(p);
 	const uint64_t per = SCAN_CHUNK / 8;
 	struct walk_item it[CHAIN];
 	int rc = 0;
@@ -470,8 +470,7 @@ static int slot_cas(struct fo *f, const struct copy *cp, uint64_t swap)
 	uint64_t old = 0;
 	struct rkv_wr wr = {
 		.opcode = RKV_WR_CAS,
-		.remote_addr = peer_slot_addr(p, cp->slot / RKV_SLOTS_PER_BUCKET,
-					      cp->slot % RKV_SLOTS_PER_BUCKET),
+		.remote_addr = p->g.index_addr + cp->slot * 8u,
 		.rkey = p->ctrl.keys.index, .compare_add = cp->w, .swap = swap };
 	int rc = aux_run(f->c, p, &wr, &old);
 

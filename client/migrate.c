@@ -423,7 +423,7 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 static int survey(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = p->g.nbuckets * RKV_BUCKET_SIZE;
+	uint64_t len = peer_nslots(p) * 8;
 	int rc = 0;
 
 	for (uint64_t off = 0; off < len && !rc; off += SCAN_CHUNK) {
@@ -444,7 +444,7 @@ static int survey(struct mig *m, unsigned pi)
 static int move_batch(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = p->g.nbuckets * RKV_BUCKET_SIZE;
+	uint64_t len = peer_nslots(p) * 8;
 	int left = 1, rc = 0;
 
 	for (unsigned passes = 0; left && !rc; passes++) {
@@ -553,7 +553,7 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 /* Room to remember peer pi's slots. */
 static int scan_state(struct mig *m, unsigned pi)
 {
-	uint64_t n = m->c->peer[pi].g.nbuckets * RKV_SLOTS_PER_BUCKET;
+	uint64_t n = peer_nslots(&m->c->peer[pi]);
 
 	rkv_free(m->seen);
 	rkv_free(m->part);
@@ -734,7 +734,7 @@ int rkv_mig_progress_read(const struct rkv_mig_opts *o,
 static int clean_peer(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = p->g.nbuckets * RKV_BUCKET_SIZE, old;
+	uint64_t len = peer_nslots(p) * 8, old;
 	uint8_t gone[RKV_MAP_PARTS];
 	int rc = read_parts(m, pi);
 

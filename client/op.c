@@ -42,8 +42,9 @@ uint64_t word_at(const struct opslot *o, unsigned off)
 
 uint64_t pos_addr(const struct opslot *o, unsigned pos)
 {
-	return peer_slot_addr(o->p, o->b[pos / RKV_SLOTS_PER_BUCKET],
-			      pos % RKV_SLOTS_PER_BUCKET);
+	unsigned n = o->p->g.bucket_slots;
+
+	return peer_slot_addr(o->p, o->b[pos / n], pos % n);
 }
 
 uint64_t data_addr(const struct opslot *o, uint64_t slot)
@@ -96,10 +97,10 @@ void rd_buckets(struct opslot *o)
 {
 	uint32_t k = o->p->ctrl.keys.index;
 
-	rd(o, OB_BUCKETS, peer_slot_addr(o->p, o->b[0], 0), k,
-	   RKV_BUCKET_SIZE);
-	rd(o, OB_BUCKETS + RKV_BUCKET_SIZE, peer_slot_addr(o->p, o->b[1], 0), k,
-	   RKV_BUCKET_SIZE);
+	uint32_t n = peer_bucket_bytes(o->p);
+
+	rd(o, OB_BUCKETS, peer_slot_addr(o->p, o->b[0], 0), k, n);
+	rd(o, OB_BUCKETS + n, peer_slot_addr(o->p, o->b[1], 0), k, n);
 	rd(o, OB_PART, peer_part_addr(o->p, o->part), k, 8);
 }
 
@@ -454,7 +455,7 @@ static int op_place(struct opslot *o, unsigned si)
 	if (o->p->down || o->p->link.dead)
 		return o->p->down ? o->p->down : o->p->link.dead;
 	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);
-	o->npos = o->b[0] == o->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
+	o->npos = o->p->g.bucket_slots * (o->b[0] == o->b[1] ? 1u : 2u);
 	return 0;
 }
 

@@ -39,20 +39,22 @@ struct cgpu;
 struct rkv_ext_op;
 
 #define ROUND_MAX_WR 20       /* WRs in one round of one op */
-#define MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
+#define MAX_CAND (2 * RKV_BUCKET_SLOTS_MAX)
 #define MAX_RETRIES 100000
 #define BLK_HEAD 16           /* value bytes kept per cache entry */
 
 /* Offsets inside an op buffer (registered, one per slot). */
-#define OB_BUCKETS 0          /* 2 buckets: 128 bytes */
-#define OB_WORD 128           /* 8: slot word / CAS result */
-#define OB_WORD2 136          /* 8: second CAS result */
-#define OB_HDR 144            /* 32: header of the block a cached put or
+#define OB_BUCKETS 0          /* 2 buckets: up to 1024 bytes; position p
+			       * (bucket 0's slots, then bucket 1's) at
+			       * OB_BUCKETS + 8 p */
+#define OB_WORD (2 * RKV_BUCKET_MAX_BYTES) /* 8: slot word / CAS result */
+#define OB_WORD2 (OB_WORD + 8) /* 8: second CAS result */
+#define OB_HDR (OB_WORD + 16) /* 32: header of the block a cached put or
 			       * delete unlinks (its grant id) */
-#define OB_PART 176           /* 8: the key's partition word, READ with
+#define OB_PART (OB_WORD + 48) /* 8: the key's partition word, READ with
 			       * the buckets (layout.h, op_mig.c) */
-#define OB_LEASE 184          /* 8: the server's lease word (op.c) */
-#define OB_BLOCKS 192         /* blocks read */
+#define OB_LEASE (OB_WORD + 56) /* 8: the server's lease word (op.c) */
+#define OB_BLOCKS (OB_WORD + 64) /* blocks read */
 
 enum op_state {
 	OP_FREE = 0,   /* slot unused */
@@ -144,7 +146,7 @@ struct blk_info {
 };
 
 struct cand {
-	unsigned pos;        /* 0..15: bucket 0 slots, then bucket 1 */
+	unsigned pos;        /* bucket 0's slots, then bucket 1's */
 	uint64_t slot;       /* slot word as read */
 	uint32_t buf_off;    /* where its block lands in the op buffer */
 	int match;           /* verified to hold the key */
@@ -274,7 +276,8 @@ struct leg {
 	uint64_t t_ms;           /* when its locate began (grace) */
 	struct cand cand[MAX_CAND]; /* fingerprint matches to verify */
 	unsigned ncand, vfrom, vend;
-	char bucket_copy[2 * RKV_BUCKET_SIZE]; /* the buckets located in */
+	char bucket_copy[2 * RKV_BUCKET_MAX_BYTES]; /* the buckets located
+						     * in */
 	/* our block on the backup */
 	struct blk_ref ref;
 	uint32_t size;           /* 0: none carved */
@@ -325,8 +328,8 @@ struct opslot {
 	uint64_t b[2];           /* candidate bucket numbers */
 	unsigned part;           /* placement partition (cmap.h) */
 	uint64_t fence;          /* partition word that stopped it (op_mig.c) */
-	unsigned npos;           /* slot positions: 16, or 8 when both
-				  * candidate buckets are one */
+	unsigned npos;           /* slot positions: 2 buckets' slots, or 1
+				  * bucket's when both are one */
 	char *buf;               /* registered op buffer (OB_*) */
 	uint32_t lkey;
 	size_t room;             /* bytes of buf from OB_BLOCKS on */
@@ -504,7 +507,8 @@ void ins_start(struct opslot *o);
 /* The empty slot an insert takes among the npos words at buckets (the
  * two buckets as read): the first of the emptier bucket, -1 when both
  * are full; *tent |= a tentative slot was seen. */
-int pick_empty_slot(const char *buckets, unsigned npos, int *tent);
+int pick_empty_slot(const char *buckets, unsigned npos, unsigned slots,
+		    int *tent);
 void ins_round(struct opslot *o);
 void ins_timer(struct opslot *o);
 /* Give our tentative slot up and finish with err (a deadline). */

@@ -41,19 +41,21 @@ static void ins_full(struct opslot *o, int tent)
  * bucket (the first bucket on a tie).  Choosing the emptier of two is
  * what fills the index: taking the first bucket whenever it had room
  * refused the first key at 34-47 % of the slots; with the choice the
- * first refusal comes at 73-82 % (docs/DESIGN.md §3).  The
+ * first refusal comes at 73-82 % with buckets of 8 slots, past 90 % with
+ * 32 (docs/DESIGN.md §3).  The
  * protocol does not care which empty slot is taken: inserters order
  * themselves by scan position (§6).  A replicated write's leg takes an
  * empty slot on a backup the same way (op_repl.c).
  */
-int pick_empty_slot(const char *buckets, unsigned npos, int *tent)
+int pick_empty_slot(const char *buckets, unsigned npos, unsigned slots,
+		    int *tent)
 {
 	int first[2] = { -1, -1 };
 	unsigned empty[2] = { 0, 0 };
 
 	for (unsigned p = 0; p < npos; p++) {
 		uint64_t w;
-		unsigned b = p / RKV_SLOTS_PER_BUCKET;
+		unsigned b = p / slots;
 
 		memcpy(&w, buckets + p * 8u, 8);
 		if (rkv_slot_empty(w)) {
@@ -75,7 +77,7 @@ int pick_empty_slot(const char *buckets, unsigned npos, int *tent)
 void ins_start(struct opslot *o)
 {
 	int tent = 0, pos = pick_empty_slot(o->buf + OB_BUCKETS, o->npos,
-					    &tent);
+					    o->p->g.bucket_slots, &tent);
 
 	if (pos < 0) {
 		ins_full(o, tent);

@@ -90,8 +90,9 @@ static uint64_t lword(const struct leg *l, unsigned off)
 
 static uint64_t lpos_addr(const struct leg *l, unsigned pos)
 {
-	return peer_slot_addr(l->p, l->b[pos / RKV_SLOTS_PER_BUCKET],
-			      pos % RKV_SLOTS_PER_BUCKET);
+	unsigned n = l->p->g.bucket_slots;
+
+	return peer_slot_addr(l->p, l->b[pos / n], pos % n);
 }
 
 static void lrd(struct leg *l, unsigned off, uint64_t raddr, uint32_t rkey,
@@ -172,14 +173,12 @@ static void leg_located(struct leg *l)
 /* READ both buckets of the key on the backup. */
 static void leg_read_buckets(struct leg *l)
 {
-	uint32_t k = l->p->ctrl.keys.index;
+	uint32_t k = l->p->ctrl.keys.index, n = peer_bucket_bytes(l->p);
 
 	l->found = 0;
 	l->nwr = 0;
-	lrd(l, OB_BUCKETS, peer_slot_addr(l->p, l->b[0], 0), k,
-	    RKV_BUCKET_SIZE);
-	lrd(l, OB_BUCKETS + RKV_BUCKET_SIZE, peer_slot_addr(l->p, l->b[1], 0),
-	    k, RKV_BUCKET_SIZE);
+	lrd(l, OB_BUCKETS, peer_slot_addr(l->p, l->b[0], 0), k, n);
+	lrd(l, OB_BUCKETS + n, peer_slot_addr(l->p, l->b[1], 0), k, n);
 	leg_post(l, LEG_BUCKETS);
 }
 
@@ -421,6 +420,7 @@ static void leg_install(struct leg *l)
 		ver = rkv_slot_version(expect) + 1;
 	} else {
 		int tent = 0, e = pick_empty_slot(l->bucket_copy, l->npos,
+						  l->p->g.bucket_slots,
 						  &tent);
 
 		if (e < 0) {
@@ -504,7 +504,7 @@ static void leg_setup(struct leg *l, unsigned si)
 	l->p = &o->c->peer[si];
 	l->sp = &o->c->space[si];
 	rkv_key_buckets(&o->kh, l->p->g.nbuckets, &l->b[0], &l->b[1]);
-	l->npos = l->b[0] == l->b[1] ? RKV_SLOTS_PER_BUCKET : MAX_CAND;
+	l->npos = l->p->g.bucket_slots * (l->b[0] == l->b[1] ? 1u : 2u);
 	l->tries = 0;
 	l->nrounds = 0;
 	l->wait_space = 0;

@@ -362,6 +362,8 @@ struct rkv_server_stats {
 		rebuilds, bad_msgs, ctrl_msgs;
 	uint64_t auth_failures; /* appended */
 	uint64_t denied;        /* writes refused to read-only clients */
+	uint64_t bucket_slots;  /* slots a bucket holds: the index has
+				 * nbuckets * bucket_slots slots */
 };
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);

@@ -49,7 +49,7 @@
 #define ROUND_TRIES 1000u        /* rounds in a row with every slot changed */
 #define MOVES_MAX 64u            /* walks of one partition, at most */
 
-_Static_assert(CHUNK_WORDS % RKV_SLOTS_PER_BUCKET == 0, "whole buckets");
+_Static_assert(CHUNK_WORDS % RKV_BUCKET_SLOTS_MAX == 0, "whole buckets");
 
 /* The registered buffers of a client's scans (kept: c->scan). */
 struct scan {
@@ -161,7 +161,7 @@ static int deliver(struct sctx *x, const struct peer *p, uint64_t i,
 		   uint64_t w, const struct walk_blk *b)
 {
 	struct rkv_key_hash kh;
-	uint64_t b1, b2, bucket = i / RKV_SLOTS_PER_BUCKET;
+	uint64_t b1, b2, bucket = i / p->g.bucket_slots;
 	unsigned part;
 
 	rkv_key_hash(b->key, b->h->key_len, &kh);
@@ -328,7 +328,7 @@ static int choose(struct sctx *x, unsigned pi, int *wait)
 static int walk_peer(struct sctx *x, unsigned pi, int *wait, int *took)
 {
 	struct peer *p = &x->c->peer[pi];
-	uint64_t slots = p->g.nbuckets * RKV_SLOTS_PER_BUCKET;
+	uint64_t slots = peer_nslots(p);
 	int rc = p->down ? p->down : p->link.dead;
 
 	if (rc)

@@ -4,9 +4,11 @@
  * one-sided operations: the slot word, the 64-byte bucket, and the KV block.
  *
  * Index region (host memory, remote read/write/atomic): nbuckets buckets
- * (a power of two) of RKV_SLOTS_PER_BUCKET slots.  A slot is one 8-byte word
- * changed only by CAS.  An empty slot is 0.  A key hashes (xxh3, two seeds)
- * to two candidate buckets that a reader fetches in one doorbell.
+ * (a power of two) of the server's bucket slots (--bucket-slots, a power
+ * of two from RKV_BUCKET_SLOTS_MIN to RKV_BUCKET_SLOTS_MAX, told at
+ * HELLO).  A slot is one 8-byte word changed only by CAS.  An empty slot
+ * is 0.  A key hashes (xxh3, two seeds) to two candidate buckets that a
+ * reader fetches in one doorbell; an insert takes the emptier.
  *
  * Slot word, bit by bit (little-endian host order, as NIC atomics see it):
  *
@@ -56,8 +58,13 @@ extern "C" {
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "rkv's remote layouts are little-endian host words");
 
-#define RKV_SLOTS_PER_BUCKET 8
-#define RKV_BUCKET_SIZE 64
+/* Slots a bucket holds: larger buckets fill further before an insert
+ * finds both of its buckets full (docs/DESIGN.md §4: 8 slots 66-79 % of
+ * the index, 32 slots 92-94 %), and cost a cold lookup more bytes. */
+#define RKV_BUCKET_SLOTS_MIN 8u
+#define RKV_BUCKET_SLOTS_MAX 64u
+#define RKV_BUCKET_SLOTS_DEFAULT 32u
+#define RKV_BUCKET_MAX_BYTES (RKV_BUCKET_SLOTS_MAX * 8u)
 #define RKV_BLOCK_ALIGN 64
 #define RKV_BLOCK_HDR_SIZE 32
 
@@ -75,8 +82,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define RKV_SLOT_LOCK (1ull << RKV_SLOT_LOCK_SHIFT)
 
 _Static_assert(RKV_SLOT_LOCK_SHIFT == 63, "slot fields fill 64 bits");
-_Static_assert(RKV_SLOTS_PER_BUCKET * sizeof(uint64_t) == RKV_BUCKET_SIZE,
-	       "a bucket is one 64-byte line");
 
 /* Largest block: 1 GiB, the largest size class a transport moves in one
  * message (RKV_TP_MAX_MSG). */
@@ -287,16 +292,24 @@ static inline int rkv_slot_moved(uint64_t s)
 #define RKV_INDEX_TAIL_SIZE 64u
 #define RKV_INDEX_EXTRA (RKV_PART_TABLE_SIZE + RKV_INDEX_TAIL_SIZE)
 
-/* Byte offsets in the index region of nbuckets buckets: the partition
- * table, and the lease word (the tail's first word). */
-static inline uint64_t rkv_index_part_off(uint64_t nbuckets)
+/* Whether n is a bucket size servers and clients accept. */
+static inline int rkv_bucket_slots_ok(uint64_t n)
 {
-	return nbuckets * RKV_BUCKET_SIZE;
+	return n >= RKV_BUCKET_SLOTS_MIN && n <= RKV_BUCKET_SLOTS_MAX &&
+	       (n & (n - 1)) == 0;
 }
 
-static inline uint64_t rkv_index_lease_off(uint64_t nbuckets)
+/* Byte offsets in the index region of nbuckets buckets of slots slots:
+ * the partition table, and the lease word (the tail's first word). */
+static inline uint64_t rkv_index_part_off(uint64_t nbuckets, unsigned slots)
 {
-	return rkv_index_part_off(nbuckets) + RKV_PART_TABLE_SIZE;
+	return nbuckets * slots * 8u;
+}
+
+static inline uint64_t rkv_index_lease_off(uint64_t nbuckets,
+					   unsigned slots)
+{
+	return rkv_index_part_off(nbuckets, slots) + RKV_PART_TABLE_SIZE;
 }
 
 /* The lease word carries its time in 44 bits (ms: until the year 2527)

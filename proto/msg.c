@@ -159,6 +159,7 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F32(c, dir, r->max_value);
 		F32(c, dir, r->big_grace_ms);
 		F32(c, dir, r->fence_epoch);
+		F32(c, dir, r->bucket_slots);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 7u
+#define RKV_PROTO_VERSION 8u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -143,6 +143,8 @@ struct rkv_msg_hello_reply {
 	/* appended in version 7: the epoch this server is fenced at (0:
 	 * never): clients of an older map are refused */
 	uint32_t fence_epoch;
+	/* appended in version 8: slots a bucket holds (layout.h) */
+	uint32_t bucket_slots;
 };
 
 /*
@@ -225,6 +227,7 @@ struct rkv_msg_stats_reply {
 	uint64_t auth_failures;  /* wrong, missing or abandoned responses */
 	uint64_t denied;         /* (version 4) writes refused to read-only
 				  * clients: chunk, return, counter asks */
+	uint64_t bucket_slots;   /* (version 8) slots a bucket holds */
 };
 
 #define RKV_COUNTER_NAME_MAX 64 /* bytes, NUL included */

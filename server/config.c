@@ -66,9 +66,15 @@ static const struct cfg_row g_rows[] = {
 	  (int64_t)RKV_MAX_DATA_REGION, F_ALIGN64, "256M", "SIZE",
 	  "data region bytes (K/M/G/T suffixes)" },
 	{ "buckets", T_U64, FIELD(buckets), 0, 1, 1ll << 32, F_POW2, NULL, "N",
-	  "index buckets of 8 slots, a power of two (default: from --capacity)" },
+	  "index buckets, a power of two (default: from --capacity)" },
+	{ "bucket-slots", T_U64, FIELD(bucket_slots), 0, RKV_BUCKET_SLOTS_MIN,
+	  RKV_BUCKET_SLOTS_MAX, F_POW2, "32", "N",
+	  "slots a bucket holds: 8, 16, 32 or 64 (the index takes 66-79, "
+	  "83-86, 92-94 or 96-97 % of its slots before it refuses a key; a "
+	  "cold lookup reads 2 buckets)" },
 	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, "1000000",
-	  "KEYS", "keys the index takes for sure: 4 a bucket (sizes --buckets)" },
+	  "KEYS", "keys the index takes for sure: sizes --buckets so they "
+	  "fill at most half of 8-slot buckets, 3/4 of larger ones" },
 	{ "lease", T_U64, FIELD(lease_ms), 0, 1, 60000, 0, "100", "MS",
 	  "slot lock lease in milliseconds" },
 	{ "grace", T_U64, FIELD(grace_ms), 0, 1, 3600000, 0, "1000", "MS",
@@ -227,13 +233,15 @@ static uint64_t big_grace_default(uint64_t grace_ms)
 	return grace_ms > BIG_GRACE_MIN_MS ? grace_ms : BIG_GRACE_MIN_MS;
 }
 
-uint64_t rkv_srv_buckets_for(uint64_t keys)
+uint64_t rkv_srv_buckets_for(uint64_t keys, unsigned slots)
 {
-	/* 4 keys a bucket (50 % of the slots): inserts balance two
-	 * buckets, and the first refusal comes at 66-79 % of the slots
-	 * (lower the larger the index: docs/DESIGN.md §4), so --capacity
-	 * keys always fit */
-	uint64_t need = (keys + 3) / 4, n = 2;
+	/* inserts balance a key's two buckets, and the first refusal comes
+	 * at 66-79 % of the slots of 8-slot buckets, 83-86 % of 16, 92-94 %
+	 * of 32 and 96-97 % of 64 (lower the larger the index:
+	 * docs/DESIGN.md §4): keys fill at most half of 8-slot buckets, 3/4
+	 * of larger ones, so --capacity keys always fit */
+	uint64_t per = slots <= 8 ? slots / 2 : slots / 4 * 3;
+	uint64_t need = (keys + per - 1) / per, n = 2;
 
 	while (n < need && n < (1ull << 62))
 		n <<= 1;
@@ -371,7 +379,8 @@ void rkv_srv_config_init(struct rkv_srv_config *cfg)
 			abort(); /* a bad default is a bug in the table */
 	}
 	cfg->nbuckets = cfg->buckets ? cfg->buckets
-				     : rkv_srv_buckets_for(cfg->capacity);
+				     : rkv_srv_buckets_for(cfg->capacity,
+							 (unsigned)cfg->bucket_slots);
 	cfg->big_grace_ms = big_grace_default(cfg->grace_ms);
 	cfg->data_gpu = -1;
 	cfg->shm_mode = 0600;
@@ -527,7 +536,8 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 		return -EINVAL;
 	}
 	cfg->nbuckets = cfg->buckets ? cfg->buckets
-				     : rkv_srv_buckets_for(cfg->capacity);
+				     : rkv_srv_buckets_for(cfg->capacity,
+							 (unsigned)cfg->bucket_slots);
 	if (cfg->nbuckets > (1ull << 32)) {
 		rkv_msgf(err, errlen,
 			 "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
@@ -659,14 +669,16 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 			break;
 		case T_U64:
 			if (r->off == FIELD(buckets)) {
-				size_str(cfg->nbuckets * RKV_BUCKET_SIZE, buf,
+				size_str(rkv_srv_nslots(cfg) * 8, buf,
 					 sizeof(buf));
 				fprintf(out,
 					"%" PRIu64 " (index %s, %" PRIu64
-					" keys for sure, at 50%%)",
+					" keys for sure, at %u%%)",
 					cfg->nbuckets, buf,
-					cfg->nbuckets * RKV_SLOTS_PER_BUCKET /
-						2);
+					rkv_srv_nslots(cfg) *
+						(cfg->bucket_slots <= 8 ? 2 : 3) /
+						4,
+					cfg->bucket_slots <= 8 ? 50 : 75);
 				from = is_set(cfg, "buckets") ? ""
 							      : " (derived)";
 			} else {

@@ -187,7 +187,7 @@ static void reclaim(struct rkv_srv *srv, uint64_t now_ms, const char *why)
 		}
 	}
 	rc = rkv_space_reclaim(srv->space, keep, nkeep, srv->index_mem,
-			       srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET, now_ms,
+			       rkv_srv_nslots(&srv->cfg), now_ms,
 			       &freed);
 	rkv_free(keep);
 	if (rc) {
@@ -497,6 +497,7 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->index_rkey = imr->rkey;
 	r->index_addr = (uint64_t)(uintptr_t)srv->index_mem;
 	r->nbuckets = srv->cfg.nbuckets;
+	r->bucket_slots = (uint32_t)srv->cfg.bucket_slots;
 	r->data_rkey = dmr->rkey;
 	r->chunk_size = (uint32_t)srv->cfg.chunk;
 	r->data_addr = (uint64_t)(uintptr_t)srv->data_mem;
@@ -696,8 +697,9 @@ static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 	r->clients = srv->nclients;
 	r->clients_total = srv->clients_total;
 	r->keys = rkv_srv_index_count(srv->index_mem,
-				      srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET);
+				      rkv_srv_nslots(&srv->cfg));
 	r->nbuckets = srv->cfg.nbuckets;
+	r->bucket_slots = srv->cfg.bucket_slots;
 	r->data_len = st.len;
 	r->data_free = st.free;
 	r->data_grace = st.grace;

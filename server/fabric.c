@@ -41,7 +41,7 @@ static void size_txt(uint64_t b, char *out, size_t len)
 
 static void check_memlock(const struct rkv_srv_config *cfg, struct tally *t)
 {
-	uint64_t need = cfg->memory + cfg->nbuckets * RKV_BUCKET_SIZE +
+	uint64_t need = cfg->memory + rkv_srv_nslots(cfg) * 8 +
 			RKV_INDEX_EXTRA;
 	struct rlimit rl;
 	char a[32], b[32];

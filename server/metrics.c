@@ -101,7 +101,7 @@ static size_t render(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 {
 	struct body b = { .p = out, .cap = cap };
 	struct rkv_space_stats st;
-	uint64_t slots = srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET;
+	uint64_t slots = rkv_srv_nslots(&srv->cfg);
 
 	rkv_space_get_stats(srv->space, &st);
 	put(&b, "# HELP rkv_server_info The server: its name, provider and "

@@ -173,7 +173,7 @@ static void fence_move(void *dst, void *src, size_t len, void *arg)
 static int fence_renew(struct rkv_srv *srv, uint32_t epoch)
 {
 	struct fence_move fm = {
-		.nslots = srv->cfg.nbuckets * RKV_SLOTS_PER_BUCKET,
+		.nslots = rkv_srv_nslots(&srv->cfg),
 		.epoch = epoch,
 	};
 	unsigned access[2] = { 0 };

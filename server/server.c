@@ -310,8 +310,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 
 	/* the buckets, then the partition table (layout.h), zero: every
 	 * partition owned until a migration says otherwise */
-	srv->index_len = (size_t)(cfg->nbuckets * RKV_BUCKET_SIZE) +
-			 RKV_INDEX_EXTRA;
+	srv->index_len = (size_t)(rkv_srv_nslots(cfg) * 8) + RKV_INDEX_EXTRA;
 	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
 			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr,
 			why, whylen);
@@ -481,7 +480,8 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 {
 	uint64_t *tab = (uint64_t *)(void *)((char *)srv->index_mem +
-					     rkv_index_part_off(srv->cfg.nbuckets));
+					     rkv_index_part_off(srv->cfg.nbuckets,
+							(unsigned)srv->cfg.bucket_slots));
 
 	__atomic_store_n(&tab[part], word, __ATOMIC_RELEASE);
 }
@@ -489,7 +489,8 @@ void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms)
 {
 	uint64_t *w = (uint64_t *)(void *)((char *)srv->index_mem +
-					   rkv_index_lease_off(srv->cfg.nbuckets));
+					   rkv_index_lease_off(srv->cfg.nbuckets,
+							 (unsigned)srv->cfg.bucket_slots));
 
 	if (atomic_load(&srv->removed))
 		until_ms = 0;

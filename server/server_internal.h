@@ -57,6 +57,7 @@ struct rkv_srv_config {
 	uint64_t etcd_wait_s;           /* how long start waits for etcd */
 	uint64_t memory;                /* data region bytes, multiple of 64 */
 	uint64_t buckets;               /* power of two; 0 = from capacity */
+	uint64_t bucket_slots;          /* slots a bucket: 8, 16, 32, 64 */
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
 	uint64_t lease_ms;              /* lock lease */
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
@@ -125,7 +126,12 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out);
 /* Parse "123", "64K", "256M", "1G", "1T" (binary units).  0 or -EINVAL. */
 int rkv_srv_parse_size(const char *s, uint64_t *out);
 /* Next power of two >= max(ceil(keys / 6), 2). */
-uint64_t rkv_srv_buckets_for(uint64_t keys);
+uint64_t rkv_srv_buckets_for(uint64_t keys, unsigned slots);
+/* The index's slots: buckets times the slots of each. */
+static inline uint64_t rkv_srv_nslots(const struct rkv_srv_config *cfg)
+{
+	return cfg->nbuckets * cfg->bucket_slots;
+}
 
 /* ------------------------------------------------------------------ auth */
 

@@ -1213,6 +1213,13 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 	       (unsigned long long)st->clients_total);
 	printf("  keys            %llu\n", (unsigned long long)st->keys);
 	printf("  buckets         %llu\n", (unsigned long long)st->nbuckets);
+	printf("  bucket_slots    %llu   (%.1f %% of the index's slots used)\n",
+	       (unsigned long long)st->bucket_slots,
+	       st->nbuckets && st->bucket_slots
+		       ? 100.0 * (double)st->keys /
+				 ((double)st->nbuckets *
+				  (double)st->bucket_slots)
+		       : 0.0);
 	printf("  data_len        %llu\n", (unsigned long long)st->data_len);
 	printf("  data_free       %llu\n", (unsigned long long)st->data_free);
 	printf("  data_grace      %llu\n", (unsigned long long)st->data_grace);
@@ -1243,6 +1250,7 @@ static void print_stats_json(const char *addr,
 		{ "clients_total", st->clients_total },
 		{ "keys", st->keys },
 		{ "buckets", st->nbuckets },
+		{ "bucket_slots", st->bucket_slots },
 		{ "data_len", st->data_len },
 		{ "data_free", st->data_free },
 		{ "data_grace", st->data_grace },

@@ -8,7 +8,7 @@
  * server's internals (server_internal.h: the regions, the control loop),
  * so it keeps working while client/ops.c changes.
  *
- * A world: one server (2 buckets, 64 KiB of data, lease 100 ms, grace
+ * A world: one server (2 buckets of 8 slots, 64 KiB of data, lease 100 ms, grace
  * 1000 ms of fake time), or 2-3 such servers and a cluster file naming
  * them with a replication factor; a setup client that lays each index out
  * and leaves, and the scenario's clients (one op in flight each).  A step
@@ -45,7 +45,8 @@ extern int x_space_unit_state(const struct rkv_space *sp, uint64_t offset)
 	__asm__("rkv_space_unit_state") __attribute__((weak));
 
 #define X_NBUCKETS 2u
-#define X_NSLOTS (X_NBUCKETS * RKV_SLOTS_PER_BUCKET)
+#define X_BUCKET_SLOTS 8u /* --bucket-slots: the smallest */
+#define X_NSLOTS (X_NBUCKETS * X_BUCKET_SLOTS)
 #define X_LEASE_MS 100u
 #define X_GRACE_MS 1000u
 #define X_MAX_KEYS 8
@@ -353,8 +354,8 @@ static unsigned scan_slot(const char *key, unsigned p)
 
 	rkv_key_hash(key, strlen(key), &kh);
 	rkv_key_buckets(&kh, X_NBUCKETS, &b[0], &b[1]);
-	return (unsigned)b[p / RKV_SLOTS_PER_BUCKET] * RKV_SLOTS_PER_BUCKET +
-	       p % RKV_SLOTS_PER_BUCKET;
+	return (unsigned)b[p / X_BUCKET_SLOTS] * X_BUCKET_SLOTS +
+	       p % X_BUCKET_SLOTS;
 }
 
 /*
@@ -368,7 +369,7 @@ static int copy_of(const struct x_world *w, unsigned sv, const char *key,
 {
 	int found = 0;
 
-	for (unsigned p = 0; p < 2 * RKV_SLOTS_PER_BUCKET; p++) {
+	for (unsigned p = 0; p < 2 * X_BUCKET_SLOTS; p++) {
 		struct x_slot sl;
 		unsigned i = scan_slot(key, p);
 
@@ -890,7 +891,8 @@ static int srv_build(struct x_world *w, unsigned sv)
 	snprintf(name, sizeof(name), "s%u", sv);
 	rkv_srv_config_init(&cfg);
 	if (srv_set(&cfg, "listen", addr) || srv_set(&cfg, "memory", "64K") ||
-	    srv_set(&cfg, "buckets", "2") || srv_set(&cfg, "lease", "100") ||
+	    srv_set(&cfg, "buckets", "2") || srv_set(&cfg, "bucket-slots", "8") ||
+	    srv_set(&cfg, "lease", "100") ||
 	    srv_set(&cfg, "grace", "1000") || srv_set(&cfg, "chunk", "4K") ||
 	    srv_set(&cfg, "max-clients", "8") ||
 	    (w->nsrv > 1 && srv_set(&cfg, "name", name)))

@@ -465,14 +465,14 @@ static void t_full_index(void)
 	ASSERT_EQ(start(&s, extra), 0);
 	c = client_of(&s, 1, 5000);
 	ASSERT_TRUE(c != NULL);
-	for (n = 0; n < 100; n++) {
+	for (n = 0; n < 200; n++) {
 		snprintf(k, sizeof(k), "f%d", n);
 		rc = kput(c, k, k);
 		if (rc)
 			break;
 	}
 	EXPECT_EQ(rc, -ENOSPC);
-	EXPECT_TRUE(n >= 8 && n <= 16); /* 2 buckets of 8 slots */
+	EXPECT_TRUE(n >= 32 && n <= 64); /* 2 buckets of 32 slots */
 	for (int i = 0; i < n; i++) {
 		snprintf(k, sizeof(k), "f%d", i);
 		EXPECT_EQ(kget(c, k, buf, sizeof(buf)), 0);

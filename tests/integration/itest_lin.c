@@ -14,8 +14,10 @@
  * torn or mixed before any search.  At the end the parent reads every key
  * once more, loads all logs and runs lin_check.
  *
- * Configurations: --buckets 1 and 2 (every key collides), a nearly full
- * table (--buckets 4, fillers in the hot keys' two buckets), short lease
+ * Configurations: --buckets 1 (one bucket of the default 32 slots) and
+ * 2 of 8 slots (every key collides), nearly full tables (--buckets 4 of
+ * 8 slots, fillers in the hot keys' two buckets; one bucket of 32 slots,
+ * 28 of them taken), short lease
  * and grace with a nemesis that SIGSTOPs clients for longer than both,
  * one that kill -9s clients mid-run and starts fresh ones, and a self-test
  * whose clients each log one certainly-stale read (a bad history fed
@@ -56,7 +58,7 @@ enum nemesis { NEM_NONE = 0, NEM_STOP, NEM_KILL };
 
 struct lcfg {
 	const char *name;
-	const char *args[8];     /* server extra arguments */
+	const char *args[10];    /* server extra arguments */
 	unsigned nclients;
 	unsigned nhot;
 	unsigned nfill;          /* fillers the parent puts first */
@@ -782,17 +784,25 @@ static const struct lcfg g_buckets1 = {
 	.nclients = 4, .nhot = 4, .nfill = 2, .seconds_scale = 1,
 };
 static const struct lcfg g_buckets2 = {
-	.name = "buckets-2", .args = { "--buckets", "2", NULL },
+	.name = "buckets-2", .args = { "--buckets", "2", "--bucket-slots",
+				    "8", NULL },
 	.nclients = 4, .nhot = 6, .nfill = 4, .seconds_scale = 1,
 };
 static const struct lcfg g_full = {
-	.name = "full-table", .args = { "--buckets", "4", NULL },
+	.name = "full-table", .args = { "--buckets", "4", "--bucket-slots",
+				     "8", NULL },
 	.nclients = 4, .nhot = 4, .nfill = 12, .pair_buckets = 4,
 	.seconds_scale = 1,
 };
+/* one bucket of the default 32 slots, 28 of them taken by hot keys and
+ * fillers: inserts after deletes meet a nearly full bucket */
+static const struct lcfg g_full32 = {
+	.name = "full-bucket-32", .args = { "--buckets", "1", NULL },
+	.nclients = 4, .nhot = 4, .nfill = 24, .seconds_scale = 1,
+};
 static const struct lcfg g_pause = {
-	.name = "sigstop", .args = { "--buckets", "4", "--lease", "20",
-				     "--grace", "60", NULL },
+	.name = "sigstop", .args = { "--buckets", "4", "--bucket-slots", "8",
+				     "--lease", "20", "--grace", "60", NULL },
 	.nclients = 4, .nhot = 4, .nfill = 4, .pair_buckets = 4,
 	.nemesis = NEM_STOP, .pause_ms = 120, .seconds_scale = 1,
 };
@@ -802,7 +812,8 @@ static const struct lcfg g_kill = {
 };
 /* replication: three servers, every key on two or three of them */
 static const struct lcfg g_r2 = {
-	.name = "r2-buckets-2", .args = { "--buckets", "2", NULL },
+	.name = "r2-buckets-2", .args = { "--buckets", "2", "--bucket-slots",
+				       "8", NULL },
 	.nclients = 4, .nhot = 6, .seconds_scale = 1, .nsrv = 3,
 	.replicas = 2,
 };
@@ -813,8 +824,9 @@ static const struct lcfg g_r3_kill = {
 	.nsrv = 3, .replicas = 3,
 };
 static const struct lcfg g_r2_pause = {
-	.name = "r2-sigstop", .args = { "--buckets", "4", "--lease", "20",
-					"--grace", "60", NULL },
+	.name = "r2-sigstop", .args = { "--buckets", "4", "--bucket-slots",
+					"8", "--lease", "20", "--grace", "60",
+					NULL },
 	.nclients = 4, .nhot = 4, .nemesis = NEM_STOP, .pause_ms = 120,
 	.seconds_scale = 1, .nsrv = 3, .replicas = 2,
 };
@@ -833,6 +845,7 @@ static const struct lcfg g_selftest = {
 static void t_lin_buckets1(void) { run_cfg(&g_buckets1); }
 static void t_lin_buckets2(void) { run_cfg(&g_buckets2); }
 static void t_lin_full_table(void) { run_cfg(&g_full); }
+static void t_lin_full_bucket32(void) { run_cfg(&g_full32); }
 static void t_lin_sigstop(void) { run_cfg(&g_pause); }
 static void t_lin_kill9(void) { run_cfg(&g_kill); }
 static void t_lin_detects_injected_stale(void) { run_cfg(&g_selftest); }
@@ -896,6 +909,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_lin_buckets1);
 	RKV_TEST(t_lin_buckets2);
 	RKV_TEST(t_lin_full_table);
+	RKV_TEST(t_lin_full_bucket32);
 	RKV_TEST(t_lin_sigstop);
 	RKV_TEST(t_lin_kill9);
 	RKV_TEST(t_lin_r2);

@@ -206,7 +206,7 @@ static int raw_onesided(struct test_raw *r, enum rkv_wr_opcode op, uint64_t addr
 	return 999;
 }
 
-/* READ the whole index (len bytes, 64 buckets) into idx and find its
+/* READ the whole index (len bytes: 16 buckets of 32 slots) into idx and find its
  * first used slot: *word, at word index *wi.  0, or -1 (said why). */
 static int first_slot(struct test_raw *r, const struct rkv_msg_hello_reply *h,
 		      char *idx, size_t len, uint64_t *word, unsigned *wi)
@@ -214,9 +214,9 @@ static int first_slot(struct test_raw *r, const struct rkv_msg_hello_reply *h,
 	int st;
 
 	*word = 0;
-	if (h->nbuckets * 64 != len) {
-		printf("#   %llu buckets, not %zu\n",
-		       (unsigned long long)h->nbuckets, len / 64);
+	if (h->nbuckets * h->bucket_slots * 8 != len) {
+		printf("#   %llu buckets of %u slots, not %zu bytes\n",
+		       (unsigned long long)h->nbuckets, h->bucket_slots, len);
 		return -1;
 	}
 	st = raw_onesided(r, RKV_WR_READ, h->index_addr, h->index_rkey,
@@ -646,7 +646,7 @@ static int ro_conn(struct test_raw *r, const char *addr,
 
 static void t_read_only_raw(void)
 {
-	const char *more[] = { "--buckets", "64", "--memory", "4M", NULL };
+	const char *more[] = { "--buckets", "16", "--memory", "4M", NULL };
 	struct test_srv s;
 	struct rkv_client *rw = NULL;
 	struct rkv_msg_hello_reply h, h2;
@@ -709,10 +709,10 @@ static void t_read_only_raw(void)
 
 static int start_ro(struct test_srv *s, int with_full)
 {
-	const char *both[] = { "--buckets", "64", "--memory", "4M",
+	const char *both[] = { "--buckets", "16", "--memory", "4M",
 			       "--secret-file", g_secret,
 			       "--read-only-secret-file", g_ro, NULL };
-	const char *ro_only[] = { "--buckets", "64", "--memory", "4M",
+	const char *ro_only[] = { "--buckets", "16", "--memory", "4M",
 				  "--read-only-secret-file", g_ro, NULL };
 
 	return start(s, with_full ? both : ro_only);
@@ -1355,7 +1355,7 @@ static void t_fence_late_access(void)
 	struct test_raw a, b, c;
 	struct late_fence lf = { .fencer = &b };
 	struct rkv_msg d;
-	uint64_t base, nb, x = 0x0123456789abcull, slot3, last, pw;
+	uint64_t base, nb, bb, x = 0x0123456789abcull, slot3, last, pw;
 	uint32_t rk;
 
 	if (strcmp(g_prov, "shm")) {
@@ -1372,7 +1372,8 @@ static void t_fence_late_access(void)
 	nb = d.u.hello_reply.nbuckets;
 	rk = d.u.hello_reply.index_rkey;
 	slot3 = base + 3 * 8;
-	last = base + (nb - 1) * RKV_BUCKET_SIZE;
+	bb = d.u.hello_reply.bucket_slots * 8u;
+	last = base + (nb - 1) * bb;
 	EXPECT_EQ(raw_op(&a, RKV_WR_CAS, slot3, rk, 8, 0, x), 0);
 	EXPECT_EQ_U64(a.word, 0);
 	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
@@ -1403,17 +1404,16 @@ static void t_fence_late_access(void)
 	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
 	ASSERT_EQ(raw_hello_epoch(&b, 0, 6, &d), 0);
 	rkv_shm_set_access_hook(late_fence_hook, &lf);
-	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last, rk, RKV_BUCKET_SIZE + 8, 0, 0),
-		  0);
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last, rk, bb + 8, 0, 0), 0);
 	rkv_shm_set_access_hook(NULL, NULL);
 	EXPECT_EQ(lf.rc, 0);
-	for (unsigned i = 0; i < RKV_SLOTS_PER_BUCKET; i++) {
+	for (unsigned i = 0; i < bb / 8; i++) {
 		uint64_t w;
 
 		memcpy(&w, c.data + 8 * i, 8);
 		EXPECT_TRUE(rkv_slot_moved(w));
 	}
-	memcpy(&pw, c.data + RKV_BUCKET_SIZE, 8);
+	memcpy(&pw, c.data + bb, 8);
 	EXPECT_EQ(rkv_part_state(pw), (unsigned)RKV_PART_GONE);
 	EXPECT_EQ(rkv_part_epoch(pw), 6u);
 	test_raw_close(&c);
@@ -1425,8 +1425,7 @@ static void t_fence_late_access(void)
 	EXPECT_EQ(raw_op(&c, RKV_WR_READ, slot3, rk, 8, 0, 0), 0);
 	memcpy(&pw, c.data, 8);
 	EXPECT_EQ_U64(pw, x);
-	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last + RKV_BUCKET_SIZE, rk, 8, 0, 0),
-		  0);
+	EXPECT_EQ(raw_op(&c, RKV_WR_READ, last + bb, rk, 8, 0, 0), 0);
 	memcpy(&pw, c.data, 8);
 	EXPECT_EQ_U64(pw, 0);
 	test_raw_close(&c);
@@ -1540,7 +1539,7 @@ static void t_silent_clients(void)
 #define SHM_PROTO ((0x53564b52ull << 32) | 2u)
 #define SHM_MEMID_TABLE 0xffffffffull
 
-static const char *const k_small[] = { "--buckets", "64", "--memory", "4M",
+static const char *const k_small[] = { "--buckets", "16", "--memory", "4M",
 				       NULL };
 
 static int shm_only(void)
@@ -1588,7 +1587,7 @@ static int find_victim(const char *addr, struct victim *v)
 	int rc = raw_login(&r, addr, 0, &v->h);
 
 	v->word = 0;
-	if (!rc && v->h.nbuckets * 64 != sizeof(idx))
+	if (!rc && v->h.nbuckets * v->h.bucket_slots * 8 != sizeof(idx))
 		rc = -EPROTO;
 	if (!rc && raw_onesided(&r, RKV_WR_READ, v->h.index_addr, v->h.index_rkey,
 			    sizeof(idx), 0, 0) != RKV_WC_SUCCESS)
@@ -2074,9 +2073,9 @@ static int nobody_connect(const char *addr, const void *arg)
 
 static void t_shm_other_uid(void)
 {
-	const char *open_mode[] = { "--buckets", "64", "--memory", "4M",
+	const char *open_mode[] = { "--buckets", "16", "--memory", "4M",
 				    "--shm-mode", "0666", NULL };
-	const char *allowed[] = { "--buckets", "64", "--memory", "4M",
+	const char *allowed[] = { "--buckets", "16", "--memory", "4M",
 				  "--shm-mode", "0666", "--shm-allow-uid",
 				  "65534", NULL };
 	const char *dir = getenv("RKV_SHM_DIR");
@@ -2194,7 +2193,7 @@ static int ro_attack_nobody(const char *addr, const void *arg)
 
 static void t_shm_read_only(void)
 {
-	const char *allowed[] = { "--buckets", "64", "--memory", "4M",
+	const char *allowed[] = { "--buckets", "16", "--memory", "4M",
 				  "--shm-mode", "0666", "--shm-allow-uid",
 				  "nobody", NULL };
 	struct test_srv s;

@@ -219,8 +219,8 @@ for P in $PROVIDERS; do
     "^rkv: del k: Permission denied \\(a --read-only client cannot write\\)"
   R get absent
   check "$P: rkv: absent key: exit 1" 1 "^rkv: get absent: not found"
-  # --capacity 16: 4 buckets of 8 slots; the 33rd key cannot fit
-  for i in $(seq 1 40); do
+  # --capacity 16: 2 buckets of 32 slots; the 65th key cannot fit
+  for i in $(seq 1 70); do
     R put "fill-$i" v
     [ "$rc" = 0 ] || break
   done

@@ -34,6 +34,7 @@ static void fix_init(struct fix *f)
 	f->p.idx = 0;
 	f->p.g.index_addr = 0x10000;
 	f->p.g.nbuckets = 16;
+	f->p.g.bucket_slots = 8;
 	f->p.g.grace_ms = 1000;
 	f->o.c = &f->c;
 	f->o.p = &f->p;

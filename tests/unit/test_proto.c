@@ -607,6 +607,7 @@ static void t_msg_roundtrip(void)
 	m.u.hello_reply.index_addr = 0x7f0000001000ull;
 	m.u.hello_reply.index_rkey = 0xdeadbeef;
 	m.u.hello_reply.nbuckets = 1u << 20;
+	m.u.hello_reply.bucket_slots = 32;
 	m.u.hello_reply.data_addr = 0x7f1000000000ull;
 	m.u.hello_reply.data_len = 1ull << 32;
 	m.u.hello_reply.lease_ms = 50;
@@ -702,26 +703,27 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 16 bytes of body now;
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 20 bytes of body now;
 	 * the older forms (64: no counter fields, 80: no server name,
 	 * 80 + name: no flags, + 4: no max value, + 8: no big grace, + 12:
-	 * no fence epoch) are refused, not half-read, and so is a name
-	 * without its NUL */
+	 * no fence epoch, + 16: no bucket slots) are refused, not half-read,
+	 * and so is a name without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
 	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 16);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 20);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
 	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8,
-			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12 };
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 16 };
 
-	for (unsigned i = 0; i < 6; i++) {
+	for (unsigned i = 0; i < 7; i++) {
 		memcpy(buf + 8, &olds[i], 4);
 		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}
@@ -829,22 +831,26 @@ static void t_msg_auth(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_encode(&m, buf, RKV_MSG_HDR_SIZE + 31), -ENOSPC);
 
-	/* STATS_REPLY carries auth_failures, then denied, last */
+	/* STATS_REPLY carries auth_failures, denied, then bucket_slots,
+	 * last */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_STATS_REPLY;
 	m.u.stats_reply.ctrl_msgs = 3;
 	m.u.stats_reply.auth_failures = 42;
 	m.u.stats_reply.denied = 7;
+	m.u.stats_reply.bucket_slots = 32;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 15 * 8);
-	EXPECT_EQ(buf[n - 16], 42);
-	EXPECT_EQ(buf[n - 8], 7);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 16 * 8);
+	EXPECT_EQ(buf[n - 24], 42);
+	EXPECT_EQ(buf[n - 16], 7);
+	EXPECT_EQ(buf[n - 8], 32);
 	ASSERT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.stats_reply.auth_failures, 42);
 	EXPECT_EQ(d.u.stats_reply.denied, 7);
+	EXPECT_EQ(d.u.stats_reply.bucket_slots, 32);
 	EXPECT_EQ(d.u.stats_reply.ctrl_msgs, 3);
-	/* the 14-counter form is refused, not half-read */
-	uint32_t old_len = RKV_MSG_HDR_SIZE + 14 * 8;
+	/* the 15-counter form is refused, not half-read */
+	uint32_t old_len = RKV_MSG_HDR_SIZE + 15 * 8;
 
 	memcpy(buf + 8, &old_len, 4);
 	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);

@@ -322,7 +322,7 @@ static void t_index(void)
  * partition table, and 0 in the lease word. */
 static void t_index_fence_move(void)
 {
-	enum { NS = 4 * RKV_SLOTS_PER_BUCKET };
+	enum { NS = 4 * RKV_BUCKET_SLOTS_MIN };
 	const size_t words = NS + RKV_INDEX_EXTRA / 8;
 	uint64_t *src = calloc(words, 8), *dst = calloc(words, 8);
 	uint64_t *orig = calloc(words, 8);
@@ -374,12 +374,21 @@ static void t_config_values(void)
 	EXPECT_EQ(rkv_srv_parse_size("99999999999999999999", &v), -EINVAL);
 	EXPECT_EQ(rkv_srv_parse_size("17179869184G", &v), -EINVAL);
 
-	EXPECT_EQ(rkv_srv_buckets_for(0), 2);
-	EXPECT_EQ(rkv_srv_buckets_for(8), 2);  /* 4 keys a bucket */
-	EXPECT_EQ(rkv_srv_buckets_for(9), 4);
-	EXPECT_EQ(rkv_srv_buckets_for(1000000), 262144);
-	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024), 1024);
-	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024 + 1), 2048);
+	EXPECT_EQ(rkv_srv_buckets_for(0, 8), 2);
+	EXPECT_EQ(rkv_srv_buckets_for(8, 8), 2);  /* 4 keys a bucket of 8 */
+	EXPECT_EQ(rkv_srv_buckets_for(9, 8), 4);
+	EXPECT_EQ(rkv_srv_buckets_for(1000000, 8), 262144);
+	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024, 8), 1024);
+	EXPECT_EQ(rkv_srv_buckets_for(4 * 1024 + 1, 8), 2048);
+	/* 3/4 of larger ones: 12 of 16, 24 of 32, 48 of 64 */
+	EXPECT_EQ(rkv_srv_buckets_for(0, 32), 2);
+	EXPECT_EQ(rkv_srv_buckets_for(48, 32), 2);
+	EXPECT_EQ(rkv_srv_buckets_for(49, 32), 4);
+	EXPECT_EQ(rkv_srv_buckets_for(1000000, 32), 65536);
+	EXPECT_EQ(rkv_srv_buckets_for(24 * 1024, 32), 1024);
+	EXPECT_EQ(rkv_srv_buckets_for(24 * 1024 + 1, 32), 2048);
+	EXPECT_EQ(rkv_srv_buckets_for(12 * 1024, 16), 1024);
+	EXPECT_EQ(rkv_srv_buckets_for(48 * 1024, 64), 1024);
 }
 
 static int parse(struct rkv_srv_config *cfg, char *err, size_t n, ...)
@@ -417,7 +426,8 @@ static void t_config_parse(void)
 	EXPECT_EQ(cfg.max_clients, 1024);
 	EXPECT_EQ(cfg.gid_index, -1);
 	EXPECT_EQ(cfg.log_level, RKV_LOG_INFO);
-	EXPECT_EQ(cfg.nbuckets, 262144);
+	EXPECT_EQ(cfg.bucket_slots, 32);
+	EXPECT_EQ(cfg.nbuckets, 65536);
 
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--listen", "shm:///rkv-t",
 			"--memory", "1M", "--buckets", "1024", "--lease", "50",
@@ -451,7 +461,22 @@ static void t_config_parse(void)
 			  NULL) != 0);
 	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--mtu", "8192", NULL) != 0);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "100", NULL), 0);
+	EXPECT_EQ(cfg.nbuckets, 8);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "100",
+			"--bucket-slots", "8", NULL), 0);
 	EXPECT_EQ(cfg.nbuckets, 32);
+	EXPECT_EQ(cfg.bucket_slots, 8);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--bucket-slots", "64", NULL),
+		  0);
+	EXPECT_EQ(cfg.nbuckets, 32768);
+	static const char *const bad_slots[] = { "4", "12", "128", "0", "x" };
+
+	for (size_t i = 0; i < sizeof(bad_slots) / sizeof(bad_slots[0]); i++) {
+		EXPECT_EQ(parse(&cfg, err, sizeof(err), "--bucket-slots",
+				bad_slots[i], NULL),
+			  -EINVAL);
+		EXPECT_TRUE(strstr(err, "--bucket-slots") != NULL);
+	}
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--help", NULL), 1);
 
 	/* every error names its option */
@@ -509,7 +534,9 @@ static void t_config_print(void)
 	rkv_srv_config_print(&cfg, f);
 	fclose(f);
 	EXPECT_TRUE(strstr(buf, "memory       256M") != NULL);
-	EXPECT_TRUE(strstr(buf, "262144 (index 16M") != NULL);
+	EXPECT_TRUE(strstr(buf, "65536 (index 16M, 1572864 keys for sure, "
+				"at 75%)") != NULL);
+	EXPECT_TRUE(strstr(buf, "bucket-slots 32") != NULL);
 	EXPECT_TRUE(strstr(buf, "log-level    info") != NULL);
 }
 
