@@ -266,6 +266,11 @@ static int op_refenced(struct opslot *o, const struct peer *p, int err)
 	return 0;
 }
 
+int op_fence_err(const struct rkv_client *c, int err)
+{
+	return err == -EACCES && c->moved ? -ECONNRESET : err;
+}
+
 /* A WR of round parity par (signaled: its last) completed. */
 static void wr_done(struct opslot *o, unsigned par, int last,
 		    const struct rkv_wc *wc)
@@ -289,9 +294,7 @@ static void wr_done(struct opslot *o, unsigned par, int last,
 	}
 	if (!o->kind->writes && op_refenced(o, o->p, o->err))
 		return; /* a read: it changed nothing */
-	if (o->err == -EACCES && o->c->moved)
-		o->err = -ECONNRESET; /* our keys revoked: a fence closes us */
-	op_finish(o, o->err);
+	op_finish(o, op_fence_err(o->c, o->err));
 }
 
 #define CTX_FNS(i, par, last)                                                  \
@@ -320,9 +323,7 @@ static void ctx_unposted(struct wr_ctx *w, int err)
 	 * rkey as the connection the fence closes (shm refuses it at post) */
 	if (!o->kind->writes && op_refenced(o, o->p, err))
 		return;
-	if (err == -EACCES && o->c->moved)
-		err = -ECONNRESET;
-	op_finish(o, err);
+	op_finish(o, op_fence_err(o->c, err));
 }
 
 void op_slot_init(struct opslot *o, struct rkv_client *c, char *buf,

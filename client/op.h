@@ -381,6 +381,10 @@ void ops_run(void *client, uint64_t *now_ms);
 /* A chunk came (or the ask failed) on sp: parked ops go on. */
 void ops_space_ready(void *client, struct space *sp);
 void op_finish(struct opslot *o, int status);
+/* What a failed write reports: a cluster client's -EACCES (an rkey a
+ * fence revoked) as the -ECONNRESET of the connection the fence closes;
+ * any other error as it is. */
+int op_fence_err(const struct rkv_client *c, int err);
 /* Restart after a lost race or a stale read (finishes when over). */
 void op_retry(struct opslot *o);
 /* Start an attempt: reset its state, then the kind's attempt. */

@@ -693,11 +693,7 @@ int repl_begin(struct opslot *o)
  * fence revoked reads as the connection the fence then closes). */
 static int legs_err(const struct opslot *o)
 {
-	if (o->repl.maybe)
-		return -EIO;
-	if (o->repl.err == -EACCES && o->c->moved)
-		return -ECONNRESET;
-	return o->repl.err;
+	return o->repl.maybe ? -EIO : op_fence_err(o->c, o->repl.err);
 }
 
 /* Every leg is back from its round: go on when the primary waits. */
