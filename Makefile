@@ -474,6 +474,7 @@ bench: deps
 	@bash bench/run-repl.sh $(O)
 	@bash bench/run-mem.sh $(O)
 	@bash bench/run-fill.sh $(O)
+	@bash bench/run-big.sh $(O)
 	@bash bench/run-failover.sh $(O)
 
 fuzz: deps

@@ -10,6 +10,14 @@
  *   rkv-bench-kv --servers ADDR --get-loop N [--hot H] [--value-size B]
  *                [--json FILE] [--label TEXT] [--no-load]
  *
+ *   rkv-bench-kv --servers ADDR --big SIZE[,SIZE...] [--reps N] [--json FILE]
+ *
+ * --big: one thread, for each SIZE (bytes, or with K/M suffix) N
+ * synchronous rkv_put of one key with a value of that size, then N
+ * synchronous rkv_get of it (its location cached), each timed alone; the
+ * p50s and the bytes per second they make.  bench/run-big.sh sets them
+ * beside the transport's own READ and WRITE of the same bytes.
+ *
  * --get-loop: one thread, N synchronous rkv_get calls cycling over H hot
  * keys (default 16, values of 1024 bytes unless --value-size), every one
  * with its location cached (a warm-up pass reads each key twice first).
@@ -78,6 +86,8 @@ static void usage(FILE *f)
 		   "       rkv-bench-kv --servers ADDR[,ADDR] --get-loop N "
 		   "[--hot H] [--value-size B] [--json FILE]\n"
 		   "       [--label TEXT] [--no-load]\n"
+		   "       rkv-bench-kv --servers ADDR --big SIZE[,SIZE...] "
+		   "[--reps N] [--json FILE]\n"
 		   "       rkv-bench-kv --help | --version\n");
 }
 
@@ -100,6 +110,121 @@ static void quantiles(uint32_t *s, uint64_t n, uint64_t *p50, uint64_t *p99,
 	*p50 = s[(n - 1) / 2];
 	*p99 = s[(n - 1) * 99 / 100];
 	*mean = sum / (double)n;
+}
+
+/* --big: per size, reps timed puts then reps timed cached gets of one
+ * key; one line each.  0, or 2 on an error (printed). */
+static int big_loop(struct rkv_client *c, const uint64_t *sizes,
+		    unsigned nsizes, uint64_t reps, const char *json,
+		    const char *servers)
+{
+	uint64_t max = 0;
+	FILE *jf = NULL;
+
+	for (unsigned i = 0; i < nsizes; i++)
+		if (sizes[i] > max)
+			max = sizes[i];
+	char *val = malloc(max), *buf = malloc(max);
+	uint32_t *smp = malloc(reps * sizeof(*smp));
+
+	if (!val || !buf || !smp) {
+		fprintf(stderr, "rkv-bench-kv: out of memory\n");
+		return 2;
+	}
+	for (uint64_t i = 0; i < max; i++)
+		val[i] = (char)(i * 131 + 7);
+	if (json && !(jf = fopen(json, "w"))) {
+		fprintf(stderr, "rkv-bench-kv: %s: %s\n", json, strerror(errno));
+		return 2;
+	}
+	if (jf)
+		fprintf(jf, "[");
+	printf("big: %llu puts then %llu cached gets of each size, one at a "
+	       "time, on %s\n", (unsigned long long)reps,
+	       (unsigned long long)reps, servers);
+	for (unsigned z = 0; z < nsizes; z++) {
+		uint64_t n = sizes[z], p50[2], p99[2], t0;
+		double mean[2];
+		char k[32];
+		size_t kl = (size_t)snprintf(k, sizeof(k), "big-%llu",
+					     (unsigned long long)n), vl = 0;
+
+		for (int kind = 0; kind < 2; kind++) {
+			/* one untimed first: buffers registered, location
+			 * cached */
+			for (uint64_t r = 0; r <= reps; r++) {
+				int rc;
+
+				t0 = rkv_now_ns();
+				rc = kind == 0 ? rkv_put(c, k, kl, val, n)
+					       : rkv_get(c, k, kl, buf, max, &vl);
+				uint64_t d = rkv_now_ns() - t0;
+
+				if (rc || (kind == 1 && vl != n)) {
+					fprintf(stderr, "rkv-bench-kv: %s of "
+						"%llu bytes: %s\n",
+						kind ? "get" : "put",
+						(unsigned long long)n,
+						rc ? strerror(-rc) : "wrong length");
+					return 2;
+				}
+				if (r)
+					smp[r - 1] = (uint32_t)(d < UINT32_MAX ? d
+									: UINT32_MAX);
+			}
+			quantiles(smp, reps, &p50[kind], &p99[kind],
+				  &mean[kind]);
+		}
+		if (memcmp(buf, val, n)) {
+			fprintf(stderr, "rkv-bench-kv: get of %llu bytes: "
+				"another value\n", (unsigned long long)n);
+			return 2;
+		}
+		printf("big %llu put p50 %llu ns p99 %llu ns (%.0f MB/s) get "
+		       "p50 %llu ns p99 %llu ns (%.0f MB/s)\n",
+		       (unsigned long long)n, (unsigned long long)p50[0],
+		       (unsigned long long)p99[0], (double)n * 1e3 / (double)p50[0],
+		       (unsigned long long)p50[1], (unsigned long long)p99[1],
+		       (double)n * 1e3 / (double)p50[1]);
+		if (jf)
+			fprintf(jf, "%s{\"size\":%llu,\"put_p50_ns\":%llu,"
+				"\"get_p50_ns\":%llu}", z ? "," : "",
+				(unsigned long long)n,
+				(unsigned long long)p50[0],
+				(unsigned long long)p50[1]);
+		(void)rkv_delete(c, k, kl);
+	}
+	if (jf) {
+		fprintf(jf, "]\n");
+		fclose(jf);
+	}
+	free(val);
+	free(buf);
+	free(smp);
+	return 0;
+}
+
+/* SIZE[,SIZE...]: bytes, or K / M suffixed; up to 16 of 1..1 GiB. */
+static int parse_sizes(const char *s, uint64_t *out, unsigned *n)
+{
+	*n = 0;
+	while (*s) {
+		char *end;
+		unsigned long long v = strtoull(s, &end, 10);
+
+		if (end == s)
+			return -1;
+		if (*end == 'K' || *end == 'k')
+			v <<= 10, end++;
+		else if (*end == 'M' || *end == 'm')
+			v <<= 20, end++;
+		if (!v || v > (1ull << 30) || *n == 16 ||
+		    (*end && *end != ','))
+			return -1;
+		out[(*n)++] = v;
+		s = *end ? end + 1 : end;
+	}
+	return *n ? 0 : -1;
 }
 
 /* The hot keys' names: key<10 digits>, as the mixed run's. */
@@ -265,18 +390,21 @@ int main(int argc, char **argv)
 		{ "progress", no_argument, NULL, 'P' },
 		{ "get-loop", required_argument, NULL, 'G' },
 		{ "hot", required_argument, NULL, 'H' },
+		{ "big", required_argument, NULL, 'B' },
+		{ "reps", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *servers = NULL, *json = NULL, *label = "";
 	uint64_t keys = 100000, ops = 0, seconds = 0, vsize = 1000,
-		 inflight = 16, get_n = 0, hot = 16;
+		 inflight = 16, get_n = 0, hot = 16, big[16], reps = 10;
+	unsigned nbig = 0;
 	int vsize_set = 0;
 	unsigned mix[NTYPES] = { 70, 20, 0, 10 };
 	int no_load = 0, progress = isatty(1), ch;
 
-	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPhG:H:", lo,
+	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPhG:H:B:R:", lo,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 's': servers = optarg; break;
@@ -324,6 +452,19 @@ int main(int argc, char **argv)
 			if (parse_u64("--hot", optarg, 1, 1000000, &hot))
 				return 2;
 			break;
+		case 'B':
+			if (parse_sizes(optarg, big, &nbig)) {
+				fprintf(stderr, "rkv-bench-kv: --big: want "
+						"SIZE[,SIZE...] of 1 B to 1 GiB "
+						"(K/M suffixes), got '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'R':
+			if (parse_u64("--reps", optarg, 1, 1000000, &reps))
+				return 2;
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			return rkv_version_print("rkv-bench-kv",
@@ -346,6 +487,9 @@ int main(int argc, char **argv)
 	o.servers = servers;
 	o.max_inflight = (unsigned)inflight;
 	o.max_value = 4096;
+	for (unsigned i = 0; i < nbig; i++)
+		if (big[i] > o.max_value)
+			o.max_value = big[i];
 	o.name = "rkv-bench-kv";
 	rc = rkv_client_create(&o, &c);
 	if (rc) {
@@ -353,6 +497,11 @@ int main(int argc, char **argv)
 				"(is rkv-server running?)\n",
 			servers, strerror(-rc));
 		return 2;
+	}
+	if (nbig) {
+		rc = big_loop(c, big, nbig, reps, json, servers);
+		rkv_client_destroy(c);
+		return rc;
 	}
 	if (get_n) {
 		rc = get_loop(c, get_n, hot, vsize_set ? vsize : 1024, no_load,

@@ -31,7 +31,8 @@ static void usage(FILE *f)
 		"  --warmup N      unmeasured posts per point (default 1000)\n"
 		"  --repeat R      run each point R times, keep the lowest p50\n"
 		"                  (default 1)\n"
-		"  --sizes LIST    READ/WRITE sizes in bytes (default 8,64,4096)\n"
+		"  --sizes LIST    READ/WRITE sizes in bytes, up to 64 MiB\n"
+		"                  (default 8,64,4096)\n"
 		"  --ops LIST      read,write,cas (default all three)\n"
 		"  --chain K       also measure chains of K WRs per post (max %d)\n"
 		"  --addr ADDR     verbs listen address\n"
@@ -102,7 +103,7 @@ static int parse_sizes(const char *s, struct bench_opts *o)
 		unsigned long v;
 
 		if (o->nsizes == BENCH_MAX_SIZES ||
-		    parse_uint(t, 1ul << 20, &v) || v == 0)
+		    parse_uint(t, 1ul << 26, &v) || v == 0)
 			return -EINVAL;
 		o->sizes[o->nsizes++] = v;
 	}

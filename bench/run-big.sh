@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/run-big.sh - big values against the transport's own READ and WRITE
+# of the same bytes, in one run.
+#
+#   bash bench/run-big.sh [BUILD_DIR]            # default build/
+#   BIG_SIZES=1M,4M BIG_PROVIDERS=shm bash bench/run-big.sh
+#
+# For each provider of BIG_PROVIDERS (default "tcp shm"): an rkv-server
+# (--memory 1G), then `rkv-bench-kv --big BIG_SIZES` (default
+# 1M,4M,16M,64M): BIG_REPS (default 10) synchronous puts of one key of
+# each size, then as many cached gets of it, each timed alone (p50);
+# then `rkv-bench-transport --sizes` the same sizes, READ and WRITE p50,
+# one at a time.  The ratio is the transport's time over rkv's (1: as
+# fast as the raw transfer; goals 0.8 for get, 0.7 for put).  Writes
+# bench/results/big-<DATE>.md.  Exit status: 0 when it ran (figures never
+# fail it), 2 when it cannot.
+set -u
+O=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+
+SRV=$O/bin/rkv-server
+KV=$O/bin/rkv-bench-kv
+TP=$O/bin/rkv-bench-transport
+SIZES=${BIG_SIZES:-1M,4M,16M,64M}
+PROVS=${BIG_PROVIDERS:-tcp shm}
+REPS=${BIG_REPS:-10}
+RES=bench/results
+DATE=$(date -u +%Y%m%d-%H%M%S)
+MD=$RES/big-$DATE.md
+for b in "$SRV" "$KV" "$TP"; do
+  if [ ! -x "$b" ]; then
+    echo "run-big: $b not found (run make first)" >&2
+    exit 2
+  fi
+done
+mkdir -p "$RES" || exit 2
+tmp=$(mktemp -d) || exit 2
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+. bench/ycsb/peers.sh
+export RKV_SHM_DIR=$tmp/shm
+bytes=$(tr ',' '\n' <<<"$SIZES" | awk '
+  /[kK]$/ {print $0 * 1024; next} /[mM]$/ {print $0 * 1048576; next} {print}' |
+  paste -sd, -)
+rows=()
+notes=()
+for p in $PROVS; do
+  addr=tcp://127.0.0.1:0
+  [ "$p" = shm ] && addr=shm:///rkv-big-$$
+  if ! start_rkv_server "$tmp/srv.out" --listen "$addr" --memory 1G \
+    --log-level warn; then
+    notes+=("$p: rkv-server did not start: $RKV_WHY")
+    continue
+  fi
+  echo "run-big: $p: rkv" >&2
+  if ! timeout 900 "$KV" --servers "$RADDR" --big "$SIZES" --reps "$REPS" \
+    >"$tmp/kv.$p" 2>&1; then
+    notes+=("$p: rkv-bench-kv failed: $(tail -1 "$tmp/kv.$p")")
+    peers_stop
+    continue
+  fi
+  peers_stop
+  echo "run-big: $p: transport" >&2
+  if ! timeout 900 "$TP" --provider "$p" --sizes "$bytes" --ops read,write \
+    --iters "$REPS" --warmup 2 >"$tmp/tp.$p" 2>&1; then
+    notes+=("$p: rkv-bench-transport failed: $(tail -1 "$tmp/tp.$p")")
+    continue
+  fi
+  for n in $(tr ',' ' ' <<<"$bytes"); do
+    # big N put p50 X ns ... get p50 Y ns ...
+    put=$(awk -v n="$n" '$1 == "big" && $2 == n {print $5}' "$tmp/kv.$p")
+    get=$(awk -v n="$n" '$1 == "big" && $2 == n {print $14}' "$tmp/kv.$p")
+    # | shm | read | SIZE | 1 | P50_US | ...
+    rd=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
+      gsub(/ /, "", $4)} $2 == p && $3 == "read" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
+    wr=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
+      gsub(/ /, "", $4)} $2 == p && $3 == "write" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
+    if [ -z "$put" ] || [ -z "$get" ] || [ -z "$rd" ] || [ -z "$wr" ]; then
+      notes+=("$p, $n bytes: a figure is missing")
+      continue
+    fi
+    rows+=("$(awk -v p="$p" -v n="$n" -v put="$put" -v get="$get" -v rd="$rd" \
+      -v wr="$wr" 'BEGIN {
+        printf "| %s | %.0f MiB | %.2f ms | %.2f ms | %.2f | %.2f ms | %.2f ms | %.2f |",
+          p, n / 1048576, get / 1e6, rd / 1e3, rd * 1e3 / get,
+          put / 1e6, wr / 1e3, wr * 1e3 / put }')")
+  done
+done
+
+{
+  echo "# Big values against the raw transport, $DATE"
+  echo
+  echo "One client thread, one operation at a time, p50 of $REPS each; $(nproc) cores."
+  echo
+  echo "| provider | size | rkv get | READ | READ / get | rkv put | WRITE | WRITE / put |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "- rkv get: a cached get (one READ of the block, its checksum over"
+  echo "  the whole block, the value copied to the caller). rkv put: the"
+  echo "  block built (value copied, checksummed), space granted (a block"
+  echo "  over the chunk size is a CHUNK_ALLOC of its own), WRITE, then the"
+  echo "  buckets read and the slot CASed."
+  echo "- READ / WRITE: rkv-bench-transport, the same provider and bytes."
+  echo "- Goals (issue): READ / get >= 0.8, WRITE / put >= 0.7."
+  for l in "${notes[@]}"; do echo "- $l"; done
+} | tee "$MD"
+echo "run-big: wrote $MD"
