@@ -28,17 +28,8 @@ REPS=${BIG_REPS:-10}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/big-$DATE.md
-for b in "$SRV" "$KV" "$TP"; do
-  if [ ! -x "$b" ]; then
-    echo "run-big: $b not found (run make first)" >&2
-    exit 2
-  fi
-done
-mkdir -p "$RES" || exit 2
-tmp=$(mktemp -d) || exit 2
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 . bench/ycsb/peers.sh
+bench_setup run-big "$SRV" "$KV" "$TP"
 export RKV_SHM_DIR=$tmp/shm
 bytes=$(tr ',' '\n' <<<"$SIZES" | awk '
   /[kK]$/ {print $0 * 1024; next} /[mM]$/ {print $0 * 1048576; next} {print}' |

@@ -26,17 +26,8 @@ BSIZES=${FILL_BUCKET_SLOTS:-8 16 32 64}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/fill-$DATE.md
-for b in "$SRV" "$CLI"; do
-  if [ ! -x "$b" ]; then
-    echo "run-fill: $b not found (run make first)" >&2
-    exit 2
-  fi
-done
-mkdir -p "$RES" || exit 2
-tmp=$(mktemp -d) || exit 2
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 . bench/ycsb/peers.sh
+bench_setup run-fill "$SRV" "$CLI"
 export RKV_SHM_DIR=$tmp/shm
 rows=()
 notes=()

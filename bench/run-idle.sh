@@ -24,17 +24,8 @@ SECS=${IDLE_SECONDS:-10}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/idle-$DATE.md
-for b in "$SRV" "$PROBE"; do
-  if [ ! -x "$b" ]; then
-    echo "run-idle: $b not found (run make first)" >&2
-    exit 2
-  fi
-done
-mkdir -p "$RES" || exit 2
-tmp=$(mktemp -d) || exit 2
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 . bench/ycsb/peers.sh
+bench_setup run-idle "$SRV" "$PROBE"
 
 # cpu_of PID: ns on a CPU so far, all its threads
 cpu_of() {

@@ -38,23 +38,14 @@ VSIZE=100
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/mem-$DATE.md
-for b in "$SRV" "$CLI"; do
-  if [ ! -x "$b" ]; then
-    echo "run-mem: $b not found (run make first)" >&2
-    exit 2
-  fi
-done
+. bench/ycsb/peers.sh
+bench_setup run-mem "$SRV" "$CLI"
 for b in redis-server redis-cli; do
   if ! command -v "$b" >/dev/null; then
     echo "run-mem: $b not found (bash tools/deps.sh installs it)" >&2
     exit 2
   fi
 done
-mkdir -p "$RES" || exit 2
-tmp=$(mktemp -d) || exit 2
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-. bench/ycsb/peers.sh
 export RKV_SHM_DIR=$tmp/shm
 
 # resident PID: bytes PID holds in memory (header above)

@@ -119,24 +119,51 @@ void bigbuf_fini(struct rkv_client *c)
 	c->nbig = 0;
 }
 
-int op_room(struct opslot *o, size_t room)
+/*
+ * An op buffer of the OB_* layout (*buf, its key *lkey, *cap bytes past
+ * OB_BLOCKS) switched to the pool's buffer *big, grown to hold room bytes
+ * past OB_BLOCKS, the words and buckets already read carried over; an op
+ * slot's and a leg's alike.  0, -EMSGSIZE or -ENOMEM.
+ */
+static int ob_grow(struct rkv_client *c, struct bigbuf **big, char **buf,
+		   uint32_t *lkey, size_t *cap, size_t room)
 {
 	char head[OB_BLOCKS]; /* the words and buckets read, carried over */
 	int rc;
 
-	if (room <= o->room)
+	if (room <= *cap)
 		return 0;
-	if (o->d || room > RKV_MAX_BLOCK)
-		return -EMSGSIZE; /* device staging is sized for inline */
-	memcpy(head, o->buf, OB_BLOCKS);
-	rc = bigbuf_hold(o->c, &o->rbig, OB_BLOCKS + room);
+	if (room > RKV_MAX_BLOCK)
+		return -EMSGSIZE;
+	memcpy(head, *buf, OB_BLOCKS);
+	rc = bigbuf_hold(c, big, OB_BLOCKS + room);
 	if (rc)
 		return rc;
-	memcpy(o->rbig->p, head, OB_BLOCKS);
-	o->buf = o->rbig->p;
-	o->lkey = o->rbig->mr->lkey;
-	o->room = o->rbig->len - OB_BLOCKS;
+	memcpy((*big)->p, head, OB_BLOCKS);
+	*buf = (*big)->p;
+	*lkey = (*big)->mr->lkey;
+	*cap = (*big)->len - OB_BLOCKS;
 	return 0;
+}
+
+/* ... and back to its own (own, own_lkey): *big goes back to the pool. */
+static void ob_shrink(struct rkv_client *c, struct bigbuf **big, char **buf,
+		      uint32_t *lkey, size_t *cap, char *own, uint32_t own_lkey)
+{
+	if (!*big)
+		return;
+	bigbuf_put(c, *big);
+	*big = NULL;
+	*buf = own;
+	*lkey = own_lkey;
+	*cap = c->op_buf_size - OB_BLOCKS;
+}
+
+int op_room(struct opslot *o, size_t room)
+{
+	if (o->d && room > o->room)
+		return -EMSGSIZE; /* device staging is sized for inline */
+	return ob_grow(o->c, &o->rbig, &o->buf, &o->lkey, &o->room, room);
 }
 
 int bigbuf_hold(struct rkv_client *c, struct bigbuf **b, size_t len)
@@ -170,46 +197,22 @@ size_t op_nb_cap(const struct opslot *o)
 
 int leg_room(struct leg *l, size_t room)
 {
-	char head[OB_BLOCKS];
-	int rc;
-
-	if (room <= l->room)
-		return 0;
-	if (room > RKV_MAX_BLOCK)
-		return -EMSGSIZE;
-	memcpy(head, l->buf, OB_BLOCKS);
-	rc = bigbuf_hold(l->o->c, &l->big, OB_BLOCKS + room);
-	if (rc)
-		return rc;
-	memcpy(l->big->p, head, OB_BLOCKS);
-	l->buf = l->big->p;
-	l->lkey = l->big->mr->lkey;
-	l->room = (uint32_t)(l->big->len - OB_BLOCKS);
-	return 0;
+	return ob_grow(l->o->c, &l->big, &l->buf, &l->lkey, &l->room, room);
 }
 
 void leg_big_release(struct leg *l)
 {
-	if (!l->big || l->busy)
-		return;
-	bigbuf_put(l->o->c, l->big);
-	l->big = NULL;
-	l->buf = l->own_buf;
-	l->lkey = l->own_lkey;
-	l->room = (uint32_t)(l->o->c->op_buf_size - OB_BLOCKS);
+	if (!l->busy)
+		ob_shrink(l->o->c, &l->big, &l->buf, &l->lkey, &l->room,
+			  l->own_buf, l->own_lkey);
 }
 
 void op_big_release(struct opslot *o)
 {
 	for (unsigned i = 0; o->leg && i < o->c->nlegs; i++)
 		leg_big_release(&o->leg[i]);
-	if (o->rbig) {
-		bigbuf_put(o->c, o->rbig);
-		o->rbig = NULL;
-		o->buf = o->own_buf;
-		o->lkey = o->own_lkey;
-		o->room = o->c->op_buf_size - OB_BLOCKS;
-	}
+	ob_shrink(o->c, &o->rbig, &o->buf, &o->lkey, &o->room, o->own_buf,
+		  o->own_lkey);
 	if (o->wbig) {
 		bigbuf_put(o->c, o->wbig);
 		o->wbig = NULL;

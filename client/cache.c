@@ -164,8 +164,7 @@ void cache_store(struct rkv_client *c, const struct opslot *o, unsigned pos,
 		 uint64_t slot, uint32_t blk_size, const struct blk_info *bi)
 {
 	store(c, &o->kh, o->op->key, o->op->key_len, o->p->idx, 0, pos,
-	      peer_slot_addr(o->p, o->b[pos / o->p->g.bucket_slots],
-			     pos % o->p->g.bucket_slots),
+	      peer_pos_addr(o->p, o->b, pos),
 	      slot, blk_size, bi);
 }
 

@@ -101,6 +101,16 @@ static inline uint64_t peer_slot_addr(const struct peer *p, uint64_t bucket,
 	return p->g.index_addr + (bucket * p->g.bucket_slots + i) * 8u;
 }
 
+/* The slot at position pos of a key's two buckets b[0], b[1] (bucket 0's
+ * slots, then bucket 1's); bucket_slots is a power of two. */
+static inline uint64_t peer_pos_addr(const struct peer *p, const uint64_t *b,
+				     unsigned pos)
+{
+	unsigned n = p->g.bucket_slots;
+
+	return peer_slot_addr(p, b[pos >> __builtin_ctz(n)], pos & (n - 1));
+}
+
 /* Slots of p's index. */
 static inline uint64_t peer_nslots(const struct peer *p)
 {

@@ -42,9 +42,7 @@ uint64_t word_at(const struct opslot *o, unsigned off)
 
 uint64_t pos_addr(const struct opslot *o, unsigned pos)
 {
-	unsigned n = o->p->g.bucket_slots;
-
-	return peer_slot_addr(o->p, o->b[pos / n], pos % n);
+	return peer_pos_addr(o->p, o->b, pos);
 }
 
 uint64_t data_addr(const struct opslot *o, uint64_t slot)

@@ -241,7 +241,7 @@ struct leg {
 	struct space *sp;        /* ... and our space on it */
 	char *buf;               /* registered buffer, the OB_* layout: */
 	uint32_t lkey;           /* its key, */
-	uint32_t room;           /* the bytes it holds from OB_BLOCKS on */
+	size_t room;             /* the bytes it holds from OB_BLOCKS on */
 	char *own_buf;           /* the slot's own one (room: op_buf_size less
 				  * OB_BLOCKS) ... */
 	uint32_t own_lkey;

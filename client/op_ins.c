@@ -53,18 +53,18 @@ int pick_empty_slot(const char *buckets, unsigned npos, unsigned slots,
 	int first[2] = { -1, -1 };
 	unsigned empty[2] = { 0, 0 };
 
-	for (unsigned p = 0; p < npos; p++) {
-		uint64_t w;
-		unsigned b = p / slots;
+	for (unsigned b = 0; b * slots < npos && b < 2; b++)
+		for (unsigned p = b * slots; p < (b + 1) * slots; p++) {
+			uint64_t w;
 
-		memcpy(&w, buckets + p * 8u, 8);
-		if (rkv_slot_empty(w)) {
-			if (first[b] < 0)
-				first[b] = (int)p;
-			empty[b]++;
+			memcpy(&w, buckets + p * 8u, 8);
+			if (rkv_slot_empty(w)) {
+				if (first[b] < 0)
+					first[b] = (int)p;
+				empty[b]++;
+			}
+			*tent |= rkv_slot_tentative(w);
 		}
-		*tent |= rkv_slot_tentative(w);
-	}
 	return empty[1] > empty[0] ? first[1] : first[0];
 }
 

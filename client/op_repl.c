@@ -90,9 +90,7 @@ static uint64_t lword(const struct leg *l, unsigned off)
 
 static uint64_t lpos_addr(const struct leg *l, unsigned pos)
 {
-	unsigned n = l->p->g.bucket_slots;
-
-	return peer_slot_addr(l->p, l->b[pos / n], pos % n);
+	return peer_pos_addr(l->p, l->b, pos);
 }
 
 static void lrd(struct leg *l, unsigned off, uint64_t raddr, uint32_t rkey,
@@ -627,7 +625,7 @@ void repl_slot_init(struct opslot *o, struct leg *legs, char *bufs,
 		l->o = o;
 		l->buf = l->own_buf = bufs + i * buf_size;
 		l->lkey = l->own_lkey = lkey;
-		l->room = (uint32_t)(buf_size - OB_BLOCKS);
+		l->room = buf_size - OB_BLOCKS;
 		for (unsigned k = 0; k < 4; k++)
 			l->ctx[k] = (struct wr_ctx){ .done = done[k],
 						     .unposted = leg_unposted };

@@ -1,9 +1,27 @@
 # SPDX-License-Identifier: MIT
 # peers.sh - sourced by bench/run-ycsb.sh, run-idle.sh, run-mem.sh,
-# run-migrate.sh, run-failover.sh and
+# run-fill.sh, run-big.sh, run-migrate.sh, run-failover.sh and
 # bench/ycsb/selftest.sh: start a peer store (redis-server, memcached) on a
 # free loopback port, or an rkv-server.
 # The caller owns a PIDS array (the started PIDs are appended to it).
+
+# bench_setup TOOL BINARY...: the start of a benchmark script: every
+# BINARY executable (else one line, exit 2), $RES made, a fresh $tmp and
+# an empty PIDS, both cleaned up on exit (the PIDs killed).
+bench_setup() {
+  local tool=$1 b
+  shift
+  for b in "$@"; do
+    if [ ! -x "$b" ]; then
+      echo "$tool: $b not found (run make first)" >&2
+      exit 2
+    fi
+  done
+  mkdir -p "$RES" || exit 2
+  tmp=$(mktemp -d) || exit 2
+  PIDS=()
+  trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+}
 
 # A port nothing listens on (checked by connecting to it), below the
 # ephemeral range, so that no outgoing connection takes it between this
