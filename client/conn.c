@@ -13,12 +13,18 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
 #include "alloc.h"
 #include "auth.h"
+#include "rtime.h"
 #include "secret.h"
+
+/* peer_connect: transport connects reset in the handshake tried again */
+#define CONNECT_TRIES 3
+#define CONNECT_RESET_WAIT_US 5000u
 
 int conn_load_secret(const void *secret, size_t secret_len,
 		     const char *path, unsigned char **out, size_t *out_len,
@@ -203,8 +209,22 @@ int peer_connect(struct peer *p, const struct conn_opts *o)
 	struct rkv_msg m, reply;
 	int rc;
 
-	rc = rkv_connect(e->tp, p->addr, e->cq, (int)o->timeout_ms,
-			 &p->link.ep);
+	uint64_t t0 = rkv_now_ms();
+
+	/* A reset before the transport's handshake answered leaves no state
+	 * behind: a server under a flood of half-open connections from our
+	 * address may close ours (sw_hs.c) or refuse it at EMFILE.  Try
+	 * again while half of the timeout is left, at most CONNECT_TRIES. */
+	for (unsigned t = 1;; t++) {
+		rc = rkv_connect(e->tp, p->addr, e->cq, (int)o->timeout_ms,
+				 &p->link.ep);
+		if (rc != -ECONNRESET || t == CONNECT_TRIES ||
+		    rkv_now_ms() - t0 >= o->timeout_ms / 2)
+			break;
+		eng_log(e, RKV_LOG_INFO, "connect %s: reset in the handshake; "
+			"trying again", p->label);
+		usleep(CONNECT_RESET_WAIT_US * t);
+	}
 	if (rc == -ENOENT)
 		rc = -ECONNREFUSED; /* shm: no socket file; -ENOENT would
 				     * read as "no such key" on its ops */
