@@ -549,13 +549,16 @@ int rkv_server_stats(struct rkv_client *c, unsigned i,
 	*st = (struct rkv_server_stats){
 		.uptime_ms = r->uptime_ms, .clients = r->clients,
 		.clients_total = r->clients_total, .keys = r->keys,
-		.nbuckets = r->nbuckets, .data_len = r->data_len,
+		.nbuckets = r->bucket_slots ? r->index_slots / r->bucket_slots
+					    : r->nbuckets,
+		.data_len = r->data_len,
 		.data_free = r->data_free, .data_grace = r->data_grace,
 		.chunks_granted = r->chunks_granted,
 		.blocks_returned = r->blocks_returned,
 		.rebuilds = r->rebuilds, .bad_msgs = r->bad_msgs,
 		.ctrl_msgs = r->ctrl_msgs, .auth_failures = r->auth_failures,
 		.denied = r->denied, .bucket_slots = r->bucket_slots,
+		.levels = r->levels, .levels_max = r->levels_max,
 	};
 	return 0;
 }

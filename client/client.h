@@ -157,6 +157,10 @@ int aux_run(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
  * doorbell, only the last signaled. */
 int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 	      unsigned n, uint64_t *val);
+/* words.c: READ p's level word (layout.h "Levels") and raise the levels
+ * we know of p to it: a walk of the index that starts after this covers
+ * every key present then.  0, -EPROTO (a bad word) or as aux_run. */
+int aux_levels(struct rkv_client *c, struct peer *p);
 
 /* Log through the client's callback (engine.c). */
 #define clog_(c, level, ...) eng_log(&(c)->eng, (level), __VA_ARGS__)

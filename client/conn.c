@@ -95,6 +95,7 @@ void peer_reset(struct peer *p)
 	p->link.pend_n = 0;
 	ctrl_init(&p->ctrl, &p->link, mem);
 	memset(&p->g, 0, sizeof(p->g));
+	p->grow_busy = 0; /* its reply will not come */
 }
 
 int peer_err_transient(int err)
@@ -180,12 +181,17 @@ static int take_geometry(struct peer *p, const struct rkv_msg_hello_reply *h)
 	    !rkv_bucket_slots_ok(h->bucket_slots) ||
 	    !h->data_len || h->data_len > RKV_MAX_DATA_REGION ||
 	    !h->chunk_size || h->grace_ms <= h->lease_ms ||
-	    h->big_grace_ms < h->grace_ms)
+	    h->big_grace_ms < h->grace_ms || !h->levels_max ||
+	    h->levels_max > RKV_INDEX_LEVELS_MAX || !h->levels ||
+	    h->levels > h->levels_max ||
+	    rkv_index_nbuckets(h->nbuckets, h->levels_max) >
+		    (1ull << 40) / h->bucket_slots)
 		return -EPROTO;
 	p->g = (struct geom){
 		.client_id = h->client_id,
 		.index_addr = h->index_addr, .nbuckets = h->nbuckets,
 		.bucket_slots = h->bucket_slots,
+		.levels_max = h->levels_max, .levels = h->levels,
 		.data_addr = h->data_addr, .data_len = h->data_len,
 		.chunk_size = h->chunk_size, .lease_ms = h->lease_ms,
 		.grace_ms = h->grace_ms, .big_grace_ms = h->big_grace_ms,

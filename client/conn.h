@@ -23,6 +23,10 @@ struct geom {
 	uint32_t client_id;       /* stamped into our blocks' headers */
 	uint64_t index_addr, nbuckets;
 	uint32_t bucket_slots;    /* slots a bucket holds (layout.h) */
+	/* levels (layout.h "Levels"): nbuckets is level 0's; levels is the
+	 * count the latest level word read said (only grows while the
+	 * connection lasts); levels_max 1: a fixed index, no level word */
+	unsigned levels_max, levels;
 	uint64_t data_addr, data_len;
 	uint32_t chunk_size, lease_ms, grace_ms;
 	uint32_t big_grace_ms;    /* a block over RKV_SMALL_BLOCK_MAX waits */
@@ -60,6 +64,7 @@ struct peer {
 	 * yet), and when (coarse ms) a round last carried a READ of it */
 	uint64_t lease_until;
 	uint64_t lease_asked_ms;
+	int grow_busy;            /* a GROW awaits its reply (op_ins.c) */
 };
 
 /* What connecting needs from the client's options. */
@@ -111,10 +116,45 @@ static inline uint64_t peer_pos_addr(const struct peer *p, const uint64_t *b,
 	return peer_slot_addr(p, b[pos >> __builtin_ctz(n)], pos & (n - 1));
 }
 
-/* Slots of p's index. */
+/* Slots of p's index: of the levels in use as far as we know. */
 static inline uint64_t peer_nslots(const struct peer *p)
 {
-	return p->g.nbuckets * p->g.bucket_slots;
+	return rkv_index_nbuckets(p->g.nbuckets, p->g.levels) *
+	       p->g.bucket_slots;
+}
+
+/*
+ * A level word w READ from p behind buckets of known levels (layout.h
+ * "Levels"): whether it shows a level more (the reader must start again
+ * over all of them); p's count is raised to it.
+ */
+static inline int peer_levels_seen(struct peer *p, uint64_t w,
+				   unsigned known)
+{
+	unsigned lv = rkv_level_word_levels(w);
+
+	if (p->g.levels_max <= 1 || lv <= known)
+		return 0; /* (never fewer: the word only grows) */
+	if (lv > p->g.levels_max)
+		lv = p->g.levels_max;
+	if (lv > p->g.levels)
+		p->g.levels = lv;
+	return 1;
+}
+
+/* Buckets of p's largest index: its layout (the table follows them). */
+static inline uint64_t peer_nbuckets_max(const struct peer *p)
+{
+	return rkv_index_nbuckets(p->g.nbuckets, p->g.levels_max);
+}
+
+/* A key's candidate buckets in the levels in use (b: at least
+ * RKV_KEY_BUCKETS_MAX); returns how many. */
+static inline unsigned peer_key_buckets(const struct peer *p,
+					const struct rkv_key_hash *kh,
+					uint64_t *b)
+{
+	return rkv_key_level_buckets(kh, p->g.nbuckets, p->g.levels, b);
 }
 
 /* Bytes of one bucket of p's index. */
@@ -127,14 +167,22 @@ static inline uint32_t peer_bucket_bytes(const struct peer *p)
 static inline uint64_t peer_lease_addr(const struct peer *p)
 {
 	return p->g.index_addr +
-	       rkv_index_lease_off(p->g.nbuckets, p->g.bucket_slots);
+	       rkv_index_lease_off(peer_nbuckets_max(p), p->g.bucket_slots);
+}
+
+/* The level word (layout.h "Levels"). */
+static inline uint64_t peer_level_addr(const struct peer *p)
+{
+	return p->g.index_addr +
+	       rkv_index_level_off(peer_nbuckets_max(p), p->g.bucket_slots);
 }
 
 /* The partition table's word of partition part (layout.h). */
 static inline uint64_t peer_part_addr(const struct peer *p, unsigned part)
 {
 	return p->g.index_addr +
-	       rkv_index_part_off(p->g.nbuckets, p->g.bucket_slots) + part * 8u;
+	       rkv_index_part_off(peer_nbuckets_max(p), p->g.bucket_slots) +
+	       part * 8u;
 }
 
 #endif

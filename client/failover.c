@@ -378,10 +378,15 @@ static int take_blocks(struct fo *f, unsigned si, struct walk_item *it,
 static int walk_server(struct fo *f, unsigned si)
 {
 	struct peer *p = &f->c->peer[si];
-	uint64_t nslots = peer_nslots(p);
+	uint64_t nslots;
 	const uint64_t per = SCAN_CHUNK / 8;
 	struct walk_item it[CHAIN];
-	int rc = 0;
+	int rc = aux_levels(f->c, p); /* after the fence: every key's level */
+
+	if (rc)
+		return say(f, rc, "server %s: READ of the level word: %s",
+			   p->label, strerror(-rc));
+	nslots = peer_nslots(p);
 
 	for (uint64_t first = 0; first < nslots && !rc; first += per) {
 		uint32_t n = (uint32_t)(nslots - first < per ? nslots - first

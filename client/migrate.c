@@ -418,13 +418,61 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 	return m->ntodo == CHAIN ? flush_todo(m, pi, left) : 0;
 }
 
+/* Room for n slots of state (more levels in use: layout.h "Levels"). */
+static int state_grow(struct mig *m, uint64_t n)
+{
+	uint64_t o = m->nslots;
+	void *a, *b, *c, *d;
+
+	if (n <= o)
+		return 0;
+	a = rkv_realloc(m->seen, n * sizeof(*m->seen));
+	if (a)
+		m->seen = a;
+	b = rkv_realloc(m->part, n * sizeof(*m->part));
+	if (b)
+		m->part = b;
+	c = rkv_realloc(m->copied, n);
+	if (c)
+		m->copied = c;
+	d = rkv_realloc(m->tent_since, n * sizeof(*m->tent_since));
+	if (d)
+		m->tent_since = d;
+	if (!a || !b || !c || !d)
+		return say(m, -ENOMEM, "out of memory");
+	memset(m->seen + o, 0, (n - o) * sizeof(*m->seen));
+	memset(m->part + o, 0xff, (n - o) * sizeof(*m->part));
+	memset(m->copied + o, 0, n - o);
+	memset(m->tent_since + o, 0, (n - o) * sizeof(*m->tent_since));
+	m->nslots = n;
+	return 0;
+}
+
+/* The levels peer pi's index has now (its level word): read after a
+ * batch is frozen, they hold every key of it (an insert into a level
+ * added later reads the frozen word behind its CAS and withdraws). */
+static int mig_levels(struct mig *m, unsigned pi)
+{
+	struct peer *p = &m->c->peer[pi];
+	int rc = aux_levels(m->c, p);
+
+	if (rc)
+		return say(m, rc, "server %s: READ of the level word: %s",
+			   p->label, strerror(-rc));
+	return state_grow(m, peer_nslots(p));
+}
+
 /* Learn every slot's partition of peer pi before anything is frozen, so
  * a batch's passes read only the blocks that changed since. */
 static int survey(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = peer_nslots(p) * 8;
-	int rc = 0;
+	uint64_t len;
+	int rc = mig_levels(m, pi);
+
+	if (rc)
+		return rc;
+	len = peer_nslots(p) * 8;
 
 	for (uint64_t off = 0; off < len && !rc; off += SCAN_CHUNK) {
 		uint32_t n = (uint32_t)(len - off < SCAN_CHUNK ? len - off
@@ -444,13 +492,17 @@ static int survey(struct mig *m, unsigned pi)
 static int move_batch(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = peer_nslots(p) * 8;
+	uint64_t len;
 	int left = 1, rc = 0;
 
 	for (unsigned passes = 0; left && !rc; passes++) {
 		left = 0;
 		if (passes)
 			sleep_ms(1); /* let tentative inserts finish */
+		rc = mig_levels(m, pi);
+		if (rc)
+			break;
+		len = peer_nslots(p) * 8;
 		for (uint64_t off = 0; off < len && !rc; off += SCAN_CHUNK) {
 			uint32_t n = (uint32_t)(len - off < SCAN_CHUNK
 							? len - off
@@ -734,9 +786,13 @@ int rkv_mig_progress_read(const struct rkv_mig_opts *o,
 static int clean_peer(struct mig *m, unsigned pi)
 {
 	struct peer *p = &m->c->peer[pi];
-	uint64_t len = peer_nslots(p) * 8, old;
+	uint64_t len, old;
 	uint8_t gone[RKV_MAP_PARTS];
 	int rc = read_parts(m, pi);
+
+	if (!rc)
+		rc = mig_levels(m, pi);
+	len = peer_nslots(p) * 8;
 
 	for (unsigned q = 0; q < RKV_MAP_PARTS; q++)
 		gone[q] = rkv_part_state(m->pw[q]) == RKV_PART_GONE;

@@ -94,12 +94,29 @@ void rd_blk(struct opslot *o, unsigned local_off, uint64_t raddr,
 void rd_buckets(struct opslot *o)
 {
 	uint32_t k = o->p->ctrl.keys.index;
-
 	uint32_t n = peer_bucket_bytes(o->p);
 
-	rd(o, OB_BUCKETS, peer_slot_addr(o->p, o->b[0], 0), k, n);
-	rd(o, OB_BUCKETS + n, peer_slot_addr(o->p, o->b[1], 0), k, n);
+	for (unsigned i = 0; i < o->nbk; i++)
+		rd(o, OB_BUCKETS + i * n, peer_slot_addr(o->p, o->b[i], 0), k,
+		   n);
 	rd(o, OB_PART, peer_part_addr(o->p, o->part), k, 8);
+	if (o->p->g.levels_max > 1)
+		rd(o, OB_LEVEL, peer_level_addr(o->p), k, 8);
+}
+
+void op_buckets(struct opslot *o)
+{
+	o->levels = o->p->g.levels;
+	o->nbk = peer_key_buckets(o->p, &o->kh, o->b);
+	o->npos = o->nbk * o->p->g.bucket_slots;
+}
+
+int op_level_stale(struct opslot *o)
+{
+	if (!peer_levels_seen(o->p, word_at(o, OB_LEVEL), o->levels))
+		return 0;
+	o->c->st.level_news++;
+	return 1;
 }
 
 /* READ the slot word at pos into OB_WORD. */
@@ -397,6 +414,8 @@ void op_attempt(struct opslot *o)
 
 void op_attempt_at(struct opslot *o, uint64_t now_ms)
 {
+	if (o->levels != o->p->g.levels)
+		op_buckets(o); /* a level was added since */
 	o->ncand = 0;
 	o->target = -1;
 	o->hdr_slot = 0;
@@ -453,8 +472,7 @@ static int op_place(struct opslot *o, unsigned si)
 	o->sp = &c->space[si];
 	if (o->p->down || o->p->link.dead)
 		return o->p->down ? o->p->down : o->p->link.dead;
-	rkv_key_buckets(&o->kh, o->p->g.nbuckets, &o->b[0], &o->b[1]);
-	o->npos = o->p->g.bucket_slots * (o->b[0] == o->b[1] ? 1u : 2u);
+	op_buckets(o);
 	return 0;
 }
 
@@ -599,6 +617,16 @@ static void op_timer(struct opslot *o, uint64_t now_ms)
 			return;
 		o->state = OP_IO;
 		op_redirect(o, o->c->owner[o->part]);
+		return;
+	}
+	if (o->step == INS_WAIT_GROW) {
+		/* the GROW's reply, for up to a lease, then look again */
+		if (o->grow_p->grow_busy &&
+		    o->grow_p->g.levels == o->grow_levels &&
+		    now_ms - o->t_round_ms < o->p->g.lease_ms)
+			return;
+		o->state = OP_IO;
+		op_retry(o);
 		return;
 	}
 	if (OP_MACHINE(o->step) == OP_MACHINE(MIG_WAIT))

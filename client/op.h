@@ -39,22 +39,25 @@ struct cgpu;
 struct rkv_ext_op;
 
 #define ROUND_MAX_WR 20       /* WRs in one round of one op */
-#define MAX_CAND (2 * RKV_BUCKET_SLOTS_MAX)
+#define MAX_CAND (RKV_KEY_BUCKETS_MAX * RKV_BUCKET_SLOTS_MAX)
 #define MAX_RETRIES 100000
 #define BLK_HEAD 16           /* value bytes kept per cache entry */
 
 /* Offsets inside an op buffer (registered, one per slot). */
-#define OB_BUCKETS 0          /* 2 buckets: up to 1024 bytes; position p
-			       * (bucket 0's slots, then bucket 1's) at
-			       * OB_BUCKETS + 8 p */
-#define OB_WORD (2 * RKV_BUCKET_MAX_BYTES) /* 8: slot word / CAS result */
+#define OB_BUCKETS 0          /* a key's buckets (2 a level: up to 3 KiB);
+			       * position p (bucket 0's slots, then bucket
+			       * 1's, ...) at OB_BUCKETS + 8 p */
+#define OB_WORD (RKV_KEY_BUCKETS_MAX * RKV_BUCKET_MAX_BYTES) /* 8: slot
+			       * word / CAS result */
 #define OB_WORD2 (OB_WORD + 8) /* 8: second CAS result */
 #define OB_HDR (OB_WORD + 16) /* 32: header of the block a cached put or
 			       * delete unlinks (its grant id) */
 #define OB_PART (OB_WORD + 48) /* 8: the key's partition word, READ with
 			       * the buckets (layout.h, op_mig.c) */
 #define OB_LEASE (OB_WORD + 56) /* 8: the server's lease word (op.c) */
-#define OB_BLOCKS (OB_WORD + 64) /* blocks read */
+#define OB_LEVEL (OB_WORD + 64) /* 8: the level word, READ with the
+			       * buckets (layout.h "Levels") */
+#define OB_BLOCKS (OB_WORD + 128) /* blocks read */
 
 enum op_state {
 	OP_FREE = 0,   /* slot unused */
@@ -88,6 +91,8 @@ enum ins_step {
 	INS_WAIT_HIGHER,    /* timer: a later tentative copy (re-read) */
 	INS_WAIT_LOWER,     /* timer: an earlier one, after withdrawing */
 	INS_WAIT_FULL,      /* timer: both buckets full, some tentative */
+	INS_WAIT_GROW,      /* timer: every bucket full, the server asked
+			     * for a level (GROW) */
 };
 
 enum kind_step {
@@ -261,7 +266,8 @@ struct leg {
 				  * back ... */
 	unsigned next_si;        /* ... on this backup */
 	unsigned tries;          /* locates of this attempt */
-	uint64_t b[2];
+	uint64_t b[RKV_KEY_BUCKETS_MAX];
+	unsigned nbk, levels;    /* buckets of b, for levels levels */
 	unsigned npos;
 	/* the key's copy on the backup (LEG_LOCATED) */
 	int found;
@@ -276,7 +282,8 @@ struct leg {
 	uint64_t t_ms;           /* when its locate began (grace) */
 	struct cand cand[MAX_CAND]; /* fingerprint matches to verify */
 	unsigned ncand, vfrom, vend;
-	char bucket_copy[2 * RKV_BUCKET_MAX_BYTES]; /* the buckets located
+	char bucket_copy[RKV_KEY_BUCKETS_MAX * RKV_BUCKET_MAX_BYTES]; /* the
+						     * buckets located
 						     * in */
 	/* our block on the backup */
 	struct blk_ref ref;
@@ -304,6 +311,9 @@ struct repl_state {
 				  * that copy current): -EIO */
 	uint64_t seq;            /* the sequence our blocks carry */
 	unsigned rtt0;           /* op->rtts when the attempt began */
+	int grow;                /* a backup was full: it was asked for a
+				  * level; after the release, wait and
+				  * start again (INS_WAIT_GROW) */
 };
 
 struct opslot {
@@ -325,11 +335,13 @@ struct opslot {
 	uint8_t rd_small, rd_big;
 	int timed;               /* the caller sees op->latency_ns */
 	struct rkv_key_hash kh;
-	uint64_t b[2];           /* candidate bucket numbers */
+	uint64_t b[RKV_KEY_BUCKETS_MAX]; /* candidate bucket numbers ... */
+	unsigned nbk, levels;    /* ... nbk of them, for levels levels */
 	unsigned part;           /* placement partition (cmap.h) */
 	uint64_t fence;          /* partition word that stopped it (op_mig.c) */
-	unsigned npos;           /* slot positions: 2 buckets' slots, or 1
-				  * bucket's when both are one */
+	unsigned npos;           /* slot positions: nbk buckets' slots */
+	struct peer *grow_p;     /* INS_WAIT_GROW: the server asked ... */
+	unsigned grow_levels;    /* ... to grow from this many levels */
 	char *buf;               /* registered op buffer (OB_*) */
 	uint32_t lkey;
 	size_t room;             /* bytes of buf from OB_BLOCKS on */
@@ -517,6 +529,19 @@ void ins_round(struct opslot *o);
 void ins_timer(struct opslot *o);
 /* Give our tentative slot up and finish with err (a deadline). */
 void ins_abort(struct opslot *o, int err);
+
+/* op.c: levels (layout.h "Levels").  op_buckets: the key's buckets on
+ * o->p for the levels it knows.  op_level_stale: after a bucket round,
+ * whether the level word it READ shows levels the round did not cover
+ * (the peer's count is raised: the op must start again, withdrawing a
+ * tentative slot first). */
+void op_buckets(struct opslot *o);
+int op_level_stale(struct opslot *o);
+/* op_ins.c: ask server p, whose index had levels levels as far as o read
+ * it, for one more (GROW, one at a time per server); o then waits for
+ * the answer in INS_WAIT_GROW before it starts again.  0 when p's index
+ * is at its largest or we may not write. */
+int grow_ask(struct opslot *o, struct peer *p, unsigned levels);
 
 /* op_mig.c: the partition fence.  mig_fenced: whether the partition word
  * the last bucket round read (OB_PART) stops the op here (kept in

@@ -20,11 +20,66 @@
 #define INS_SEEN_LOWER 2u     /* a tentative copy before ours in scan order */
 #define INS_SEEN_HIGHER 4u    /* a tentative copy after ours: wait for it */
 
+/* GROW_REPLY: the server's level count now (layout.h "Levels"). */
+static void grow_done(void *arg, const struct rkv_msg *m, int err)
+{
+	struct peer *p = arg;
+
+	p->grow_busy = 0;
+	if (err || !m || m->hdr.type != RKV_MSG_GROW_REPLY)
+		return; /* the ops waiting look again anyway */
+	if (m->u.grow_reply.levels > p->g.levels &&
+	    m->u.grow_reply.levels <= p->g.levels_max)
+		p->g.levels = m->u.grow_reply.levels;
+}
+
+/*
+ * Every bucket of the key full in the levels o read, which were all the
+ * server had then (op_level_stale said so): ask it for one more level
+ * (one GROW per server at a time) and wait for the answer, then look
+ * again (INS_WAIT_GROW).  0 when the index is at its largest, or
+ * read-only.
+ */
+int grow_ask(struct opslot *o, struct peer *p, unsigned levels)
+{
+	struct rkv_msg m;
+
+	if (levels >= p->g.levels_max || p->g.read_only)
+		return 0;
+	o->grow_p = p;
+	o->grow_levels = levels;
+	if (p->g.levels > levels || p->grow_busy)
+		return 1; /* grown already, or asked */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_GROW;
+	m.u.grow.levels = levels;
+	if (!ctrl_send(&p->ctrl, &m, grow_done, p)) {
+		p->grow_busy = 1;
+		o->c->st.grows++;
+	}
+	return 1;
+}
+
+static int ins_grow(struct opslot *o)
+{
+	if (!grow_ask(o, o->p, o->levels))
+		return 0;
+	op_wait(o, INS_WAIT_GROW);
+	return 1;
+}
+
 /* Both buckets full: an insert in progress may withdraw and free its
  * slot, so look again for up to a lease before saying so. */
 static void ins_full(struct opslot *o, int tent)
 {
 	uint64_t now = rkv_coarse_ms();
+
+	if (op_level_stale(o)) {
+		op_retry(o); /* the new level may have room */
+		return;
+	}
+	if (ins_grow(o))
+		return;
 
 	if (!tent || (o->ins.full_since_ms &&
 		      now - o->ins.full_since_ms >= o->p->g.lease_ms)) {
@@ -37,8 +92,9 @@ static void ins_full(struct opslot *o, int tent)
 }
 
 /*
- * The slot an insert takes: the first empty one of the key's emptier
- * bucket (the first bucket on a tie).  Choosing the emptier of two is
+ * The slot an insert takes: the first empty one of the key's emptiest
+ * bucket (the first in scan order on a tie; with levels, usually one of
+ * the newest level's).  Choosing the emptier of two is
  * what fills the index: taking the first bucket whenever it had room
  * refused the first key at 34-47 % of the slots; with the choice the
  * first refusal comes at 73-82 % with buckets of 8 slots, past 90 % with
@@ -50,22 +106,30 @@ static void ins_full(struct opslot *o, int tent)
 int pick_empty_slot(const char *buckets, unsigned npos, unsigned slots,
 		    int *tent)
 {
-	int first[2] = { -1, -1 };
-	unsigned empty[2] = { 0, 0 };
+	int best = -1;
+	unsigned most = 0;
 
-	for (unsigned b = 0; b * slots < npos && b < 2; b++)
+	for (unsigned b = 0; b * slots < npos; b++) {
+		int first = -1;
+		unsigned empty = 0;
+
 		for (unsigned p = b * slots; p < (b + 1) * slots; p++) {
 			uint64_t w;
 
 			memcpy(&w, buckets + p * 8u, 8);
 			if (rkv_slot_empty(w)) {
-				if (first[b] < 0)
-					first[b] = (int)p;
-				empty[b]++;
+				if (first < 0)
+					first = (int)p;
+				empty++;
 			}
 			*tent |= rkv_slot_tentative(w);
 		}
-	return empty[1] > empty[0] ? first[1] : first[0];
+		if (empty > most) {
+			most = empty;
+			best = first;
+		}
+	}
+	return best;
 }
 
 /*
@@ -125,6 +189,12 @@ static void decide(struct opslot *o)
 	if (mig_fenced(o)) {
 		/* the partition is moving: nothing of it may be added here */
 		o->ins.fenced = 1;
+		withdraw(o);
+		return;
+	}
+	if (op_level_stale(o)) {
+		/* a level we did not read: another inserter of the key may
+		 * be there; start again over every level (op_retry) */
 		withdraw(o);
 		return;
 	}
@@ -356,6 +426,7 @@ void ins_round(struct opslot *o)
 	case INS_WAIT_HIGHER:
 	case INS_WAIT_LOWER:
 	case INS_WAIT_FULL:
+	case INS_WAIT_GROW:
 		break; /* timers, not rounds */
 	}
 }
@@ -364,6 +435,7 @@ void ins_timer(struct opslot *o)
 {
 	round_begin(o);
 	switch ((enum ins_step)o->step) {
+	case INS_WAIT_GROW: /* (op_timer's, but to be sure) */
 	case INS_WAIT_FULL: /* a full pair of buckets: again */
 		op_retry(o);
 		return;

@@ -134,6 +134,10 @@ void loc_buckets(struct opslot *o)
 		mig_resolve(o); /* (a put's block written here is dropped) */
 		return;
 	}
+	if (op_level_stale(o)) {
+		op_retry(o); /* over every level: the key may be in the new */
+		return;
+	}
 	if (o->kind->buckets && o->kind->buckets(o))
 		return;
 	loc_collect(o, -1, 0);

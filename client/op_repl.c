@@ -168,15 +168,38 @@ static void leg_located(struct leg *l)
 	leg_settled(l->o);
 }
 
-/* READ both buckets of the key on the backup. */
+/* The key's buckets on the backup, for the levels it knows. */
+static void leg_buckets(struct leg *l)
+{
+	l->levels = l->p->g.levels;
+	l->nbk = peer_key_buckets(l->p, &l->o->kh, l->b);
+	l->npos = l->nbk * l->p->g.bucket_slots;
+}
+
+/* Whether the level word the locate READ shows a level it did not read
+ * (layout.h "Levels"); the peer's count is raised. */
+static int leg_level_stale(struct leg *l)
+{
+	if (!peer_levels_seen(l->p, lword(l, OB_LEVEL), l->levels))
+		return 0;
+	l->o->c->st.level_news++;
+	return 1;
+}
+
+/* READ the key's buckets on the backup (and its level word). */
 static void leg_read_buckets(struct leg *l)
 {
 	uint32_t k = l->p->ctrl.keys.index, n = peer_bucket_bytes(l->p);
 
 	l->found = 0;
 	l->nwr = 0;
-	lrd(l, OB_BUCKETS, peer_slot_addr(l->p, l->b[0], 0), k, n);
-	lrd(l, OB_BUCKETS + n, peer_slot_addr(l->p, l->b[1], 0), k, n);
+	if (l->levels != l->p->g.levels)
+		leg_buckets(l);
+	for (unsigned i = 0; i < l->nbk; i++)
+		lrd(l, OB_BUCKETS + i * n, peer_slot_addr(l->p, l->b[i], 0), k,
+		    n);
+	if (l->p->g.levels_max > 1)
+		lrd(l, OB_LEVEL, peer_level_addr(l->p), k, 8);
 	leg_post(l, LEG_BUCKETS);
 }
 
@@ -251,6 +274,10 @@ static void buckets_done(struct leg *l)
 {
 	struct opslot *o = l->o;
 
+	if (leg_level_stale(l)) {
+		leg_locate(l); /* again, over every level */
+		return;
+	}
 	l->ncand = 0;
 	l->ndup = 0;
 	l->found = 0;
@@ -425,6 +452,11 @@ static void leg_install(struct leg *l)
 			l->step = LEG_IDLE;
 			if (!o->repl.err)
 				o->repl.err = -ENOSPC;
+			/* its index may grow: ask, and start again after
+			 * the release (op_rmw.c released) */
+			if (o->repl.err == -ENOSPC &&
+			    grow_ask(o, l->p, l->levels))
+				o->repl.grow = 1;
 			return;
 		}
 		pos = (unsigned)e;
@@ -501,8 +533,7 @@ static void leg_setup(struct leg *l, unsigned si)
 
 	l->p = &o->c->peer[si];
 	l->sp = &o->c->space[si];
-	rkv_key_buckets(&o->kh, l->p->g.nbuckets, &l->b[0], &l->b[1]);
-	l->npos = l->p->g.bucket_slots * (l->b[0] == l->b[1] ? 1u : 2u);
+	leg_buckets(l);
 	l->tries = 0;
 	l->nrounds = 0;
 	l->wait_space = 0;
@@ -639,6 +670,7 @@ int repl_begin(struct opslot *o)
 
 	o->repl.install = 0;
 	o->repl.err = 0;
+	o->repl.grow = 0;
 	o->repl.fresh = 0;
 	o->repl.seq = 0;
 	o->repl.rtt0 = o->op->rtts;

@@ -403,6 +403,11 @@ static void released(struct opslot *o)
 		 * r > 1 its lease must cover it, op.c op_lease_ok) */
 		if (o->repl.nlegs && !op_lease_ok(o))
 			return;
+		if (o->rmw.action == -ENOSPC && o->repl.grow) {
+			o->repl.grow = 0; /* a backup asked to grow: again */
+			op_wait(o, INS_WAIT_GROW);
+			return;
+		}
 		op_finish(o, o->rmw.action < 0 ? o->rmw.action : 0);
 	}
 }

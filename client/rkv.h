@@ -347,6 +347,10 @@ struct rkv_client_stats {
 	 * completed (r > 1: a failover may be replacing it): not answered,
 	 * read again or sent where a newer map says */
 	uint64_t lease_waits;
+	/* ops started again because a server's index had grown a level
+	 * they had not read, and levels asked of servers (GROW) */
+	uint64_t level_news;
+	uint64_t grows;
 };
 
 /* Copy / clear the counters.  Thread safety: as rkv_poll. */
@@ -364,6 +368,9 @@ struct rkv_server_stats {
 	uint64_t denied;        /* writes refused to read-only clients */
 	uint64_t bucket_slots;  /* slots a bucket holds: the index has
 				 * nbuckets * bucket_slots slots */
+	uint64_t levels;        /* the index's levels in use (nbuckets:
+				 * theirs) ... */
+	uint64_t levels_max;    /* ... and at most (1: a fixed index) */
 };
 int rkv_server_stats(struct rkv_client *c, unsigned i,
 		     struct rkv_server_stats *st);

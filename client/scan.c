@@ -161,12 +161,14 @@ static int deliver(struct sctx *x, const struct peer *p, uint64_t i,
 		   uint64_t w, const struct walk_blk *b)
 {
 	struct rkv_key_hash kh;
-	uint64_t b1, b2, bucket = i / p->g.bucket_slots;
-	unsigned part;
+	uint64_t kb[RKV_KEY_BUCKETS_MAX], bucket = i / p->g.bucket_slots;
+	unsigned part, nb, k = 0;
 
 	rkv_key_hash(b->key, b->h->key_len, &kh);
-	rkv_key_buckets(&kh, p->g.nbuckets, &b1, &b2);
-	if (kh.fp != rkv_slot_fp(w) || (bucket != b1 && bucket != b2)) {
+	nb = peer_key_buckets(p, &kh, kb);
+	while (k < nb && kb[k] != bucket)
+		k++;
+	if (kh.fp != rkv_slot_fp(w) || k == nb) {
 		clog_(x->c, RKV_LOG_ERROR, "scan: server %s: slot %llu names "
 		      "a block of a key that does not hash there", p->label,
 		      (unsigned long long)i);
@@ -336,6 +338,10 @@ static int walk_peer(struct sctx *x, unsigned pi, int *wait, int *took)
 	rc = sread(x, p, peer_part_addr(p, 0), x->s->pt0, RKV_PART_TABLE_SIZE);
 	if (rc)
 		return rc;
+	rc = aux_levels(x->c, p);
+	if (rc)
+		return rc;
+	slots = peer_nslots(p); /* a key present from now on is in them */
 	rc = choose(x, pi, wait);
 	if (rc <= 0)
 		return rc;

@@ -106,6 +106,27 @@ int aux_run_n(struct rkv_client *c, struct peer *p, struct rkv_wr *wr,
 	return a->status;
 }
 
+int aux_levels(struct rkv_client *c, struct peer *p)
+{
+	struct rkv_wr wr = { .opcode = RKV_WR_READ,
+			     .remote_addr = peer_level_addr(p),
+			     .rkey = p->ctrl.keys.index };
+	uint64_t w = 0;
+	unsigned lv;
+	int rc;
+
+	if (p->g.levels_max <= 1)
+		return 0;
+	rc = aux_run(c, p, &wr, &w);
+	if (rc)
+		return rc;
+	lv = rkv_level_word_levels(w);
+	if (!lv || lv > p->g.levels_max)
+		return -EPROTO;
+	peer_levels_seen(p, w, p->g.levels);
+	return 0;
+}
+
 static int word_check(struct rkv_client *c, unsigned si, uint32_t w,
 		      struct peer **p)
 {

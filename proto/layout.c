@@ -179,6 +179,43 @@ void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,
 	*b2 &= m;
 }
 
+/* The key's hash h mixed afresh for level (so each level draws bits of
+ * its own). */
+static uint64_t level_mix(uint64_t h, unsigned level)
+{
+	return rkv_mix64(h ^ (uint64_t)level * 0x9e3779b97f4a7c15ull);
+}
+
+/* A bucket in [0, n) from h (Lemire's multiply-shift: n need not be a
+ * power of two; level k >= 1 has 7 n0 G^(k-1) buckets). */
+static uint64_t level_pick(uint64_t h, uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)h * n) >> 64);
+}
+
+unsigned rkv_key_level_buckets(const struct rkv_key_hash *kh, uint64_t n0,
+			       unsigned levels, uint64_t *b)
+{
+	unsigned n = 0;
+
+	rkv_key_buckets(kh, n0, &b[0], &b[1]);
+	n = b[0] == b[1] ? 1 : 2;
+	if (levels > RKV_INDEX_LEVELS_MAX)
+		levels = RKV_INDEX_LEVELS_MAX;
+	for (unsigned k = 1; k < levels; k++) {
+		uint64_t base = rkv_index_nbuckets(n0, k);
+		uint64_t size = rkv_index_nbuckets(n0, k + 1) - base;
+		uint64_t x = level_pick(level_mix(kh->h1, k), size);
+		uint64_t y = level_pick(level_mix(kh->h2, k), size);
+
+		if (y == x)
+			y = x + 1 == size ? 0 : x + 1;
+		b[n++] = base + x;
+		b[n++] = base + y;
+	}
+	return n;
+}
+
 uint32_t rkv_jump_hash(uint64_t key, uint32_t n)
 {
 	int64_t b = -1, j = 0;

@@ -292,6 +292,44 @@ static inline int rkv_slot_moved(uint64_t s)
 #define RKV_INDEX_TAIL_SIZE 64u
 #define RKV_INDEX_EXTRA (RKV_PART_TABLE_SIZE + RKV_INDEX_TAIL_SIZE)
 
+/*
+ * Levels: an index that grows online.  A server's buckets are laid out
+ * for its largest index (nbuckets_max = rkv_index_nbuckets(n0, levels_max)
+ * buckets; the partition table and the tail follow them), and used level
+ * by level: level 0 is buckets [0, n0), level k >= 1 adds
+ * (RKV_LEVEL_GROWTH - 1) times all before it, buckets
+ * [n0 G^(k-1), n0 G^k).  A key has two candidate buckets in each level
+ * in use (rkv_key_level_buckets): a reader READs all of them in one
+ * doorbell, and the level word after them; an insert takes the emptiest
+ * (in practice the newest level's).  Keys never move: a new level only
+ * adds candidates, so every argument made for two buckets holds for the
+ * 2L of L levels (docs/DESIGN.md §3, "Levels").  levels_max 1: a fixed
+ * index, exactly as before levels (no level word is read).
+ */
+#define RKV_INDEX_LEVELS_MAX 3u
+#define RKV_LEVEL_GROWTH_SHIFT 3u /* G = 8 */
+#define RKV_LEVEL_GROWTH (1u << RKV_LEVEL_GROWTH_SHIFT)
+#define RKV_KEY_BUCKETS_MAX (2u * RKV_INDEX_LEVELS_MAX)
+
+/* Buckets of levels [0, levels) of an index whose level 0 has n0. */
+static inline uint64_t rkv_index_nbuckets(uint64_t n0, unsigned levels)
+{
+	return levels ? n0 << (RKV_LEVEL_GROWTH_SHIFT * (levels - 1)) : 0;
+}
+
+/*
+ * The tail's word 1: the level word, the number of levels in use
+ * (1..levels_max) in its low byte, the rest 0.  Written by the server
+ * alone, with one 8-byte store, only ever upward; a byte cannot be torn,
+ * so a READ returns the old count or the new.
+ */
+#define RKV_INDEX_LEVEL_WORD 1u
+
+static inline unsigned rkv_level_word_levels(uint64_t w)
+{
+	return w >> 8 ? 0 : (unsigned)w; /* 0: not a level word */
+}
+
 /* Whether n is a bucket size servers and clients accept. */
 static inline int rkv_bucket_slots_ok(uint64_t n)
 {
@@ -310,6 +348,12 @@ static inline uint64_t rkv_index_lease_off(uint64_t nbuckets,
 					   unsigned slots)
 {
 	return rkv_index_part_off(nbuckets, slots) + RKV_PART_TABLE_SIZE;
+}
+
+/* The level word's offset (nbuckets: the largest index's, nbuckets_max). */
+static inline uint64_t rkv_index_level_off(uint64_t nbuckets, unsigned slots)
+{
+	return rkv_index_lease_off(nbuckets, slots) + 8u * RKV_INDEX_LEVEL_WORD;
 }
 
 /* The lease word carries its time in 44 bits (ms: until the year 2527)
@@ -501,6 +545,14 @@ extern void (*g_rkv_key_hash_hook)(const void *key, size_t key_len,
  * They always differ when nbuckets >= 2. */
 void rkv_key_buckets(const struct rkv_key_hash *kh, uint64_t nbuckets,
 		     uint64_t *b1, uint64_t *b2);
+
+/* The key's candidate buckets in levels [0, levels) of an index whose
+ * level 0 has n0 buckets (layout.h "Levels"): level 0's pair as
+ * rkv_key_buckets, then each level's, two different buckets of that level
+ * (one when the level has one bucket: only level 0 can).  Writes
+ * b[0..n), returns n (at most RKV_KEY_BUCKETS_MAX). */
+unsigned rkv_key_level_buckets(const struct rkv_key_hash *kh, uint64_t n0,
+			       unsigned levels, uint64_t *b);
 
 /* Jump consistent hash (Lamping & Veach): a bucket in [0, n). */
 uint32_t rkv_jump_hash(uint64_t key, uint32_t n);

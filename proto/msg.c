@@ -101,6 +101,8 @@ const char *rkv_msg_type_str(unsigned type)
 	case RKV_MSG_RKEY_UPDATE: return "RKEY_UPDATE";
 	case RKV_MSG_RKEY_ACK: return "RKEY_ACK";
 	case RKV_MSG_FENCE: return "FENCE";
+	case RKV_MSG_GROW: return "GROW";
+	case RKV_MSG_GROW_REPLY: return "GROW_REPLY";
 	}
 	return "UNKNOWN";
 }
@@ -160,6 +162,8 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		F32(c, dir, r->big_grace_ms);
 		F32(c, dir, r->fence_epoch);
 		F32(c, dir, r->bucket_slots);
+		F32(c, dir, r->levels_max);
+		F32(c, dir, r->levels);
 		break;
 	}
 	case RKV_MSG_CHUNK_ALLOC:
@@ -232,6 +236,13 @@ static int body(struct cur *c, int dir, struct rkv_msg *m)
 		break;
 	case RKV_MSG_FENCE:
 		F32(c, dir, m->u.fence.epoch);
+		break;
+	case RKV_MSG_GROW:
+		F32(c, dir, m->u.grow.levels);
+		break;
+	case RKV_MSG_GROW_REPLY:
+		F32(c, dir, m->u.grow_reply.status);
+		F32(c, dir, m->u.grow_reply.levels);
 		break;
 	default:
 		return -2;

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define RKV_PROTO_MAGIC 0x314b5652u /* "RVK1" read as little-endian */
-#define RKV_PROTO_VERSION 8u
+#define RKV_PROTO_VERSION 9u
 #define RKV_MSG_MAX 4096u           /* largest control message */
 #define RKV_MSG_HDR_SIZE 16u
 
@@ -72,6 +72,8 @@ enum rkv_msg_type {
 	RKV_MSG_RKEY_UPDATE = 15,
 	RKV_MSG_RKEY_ACK = 16,
 	RKV_MSG_FENCE = 17,
+	RKV_MSG_GROW = 18,
+	RKV_MSG_GROW_REPLY = 19,
 };
 const char *rkv_msg_type_str(unsigned type);
 
@@ -145,6 +147,10 @@ struct rkv_msg_hello_reply {
 	uint32_t fence_epoch;
 	/* appended in version 8: slots a bucket holds (layout.h) */
 	uint32_t bucket_slots;
+	/* appended in version 9: the index's levels (layout.h "Levels"):
+	 * nbuckets is level 0's; levels_max 1 is a fixed index */
+	uint32_t levels_max;
+	uint32_t levels;      /* in use now (the level word's) */
 };
 
 /*
@@ -209,6 +215,20 @@ struct rkv_msg_fence {
 	uint32_t epoch;
 };
 
+/* GROW (version 9): the client met a key whose candidate buckets in every
+ * level were full; levels is the count it read.  The server adds a level
+ * when that is still its count and levels_max allows; GROW_REPLY says the
+ * count now (status 0), -ENOSPC when the index is at its largest, -EPERM
+ * for a read-only client. */
+struct rkv_msg_grow {
+	uint32_t levels;
+};
+
+struct rkv_msg_grow_reply {
+	int32_t status;
+	uint32_t levels;
+};
+
 struct rkv_msg_stats_reply {
 	uint64_t uptime_ms;
 	uint64_t clients;        /* connected now */
@@ -228,6 +248,9 @@ struct rkv_msg_stats_reply {
 	uint64_t denied;         /* (version 4) writes refused to read-only
 				  * clients: chunk, return, counter asks */
 	uint64_t bucket_slots;   /* (version 8) slots a bucket holds */
+	uint64_t levels;         /* (version 9) index levels in use ... */
+	uint64_t levels_max;     /* ... and at most (nbuckets: level 0's) */
+	uint64_t index_slots;    /* slots of the levels in use */
 };
 
 #define RKV_COUNTER_NAME_MAX 64 /* bytes, NUL included */
@@ -320,6 +343,8 @@ struct rkv_msg {
 		struct rkv_msg_rkey_update rkey_update;
 		struct rkv_msg_rkey_ack rkey_ack;
 		struct rkv_msg_fence fence;
+		struct rkv_msg_grow grow;
+		struct rkv_msg_grow_reply grow_reply;
 	} u;
 };
 

@@ -832,7 +832,9 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
 		  add_u64(d, "redirects", st.redirects) ||
 		  add_u64(d, "servers_down", st.servers_down) ||
 		  add_u64(d, "parts_degraded", st.parts_degraded) ||
-		  add_u64(d, "lease_waits", st.lease_waits)))
+		  add_u64(d, "lease_waits", st.lease_waits) ||
+		  add_u64(d, "level_news", st.level_news) ||
+		  add_u64(d, "grows", st.grows)))
 		Py_CLEAR(d);
 	return d;
 }

@@ -72,9 +72,15 @@ static const struct cfg_row g_rows[] = {
 	  "slots a bucket holds: 8, 16, 32 or 64 (the index takes 66-79, "
 	  "83-86, 92-94 or 96-97 % of its slots before it refuses a key; a "
 	  "cold lookup reads 2 buckets)" },
-	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, "1000000",
-	  "KEYS", "keys the index takes for sure: sizes --buckets so they "
-	  "fill at most half of 8-slot buckets, 3/4 of larger ones" },
+	{ "capacity", T_U64, FIELD(capacity), 0, 1, 6ll << 32, 0, NULL,
+	  "KEYS", "keys the index takes from the start (it grows past them): "
+	  "sizes its first level so they fill at most half of 8-slot "
+	  "buckets, 3/4 of larger ones (default: the index starts small)" },
+	{ "index-max", T_SIZE, FIELD(index_max), 0, 0,
+	  (int64_t)1 << 42, 0, NULL, "SIZE",
+	  "bytes the index may grow to, adding levels of 7 and 56 times its "
+	  "first while keys arrive (default: --memory / 8; 0, or --buckets "
+	  "alone: a fixed index)" },
 	{ "lease", T_U64, FIELD(lease_ms), 0, 1, 60000, 0, "100", "MS",
 	  "slot lock lease in milliseconds" },
 	{ "grace", T_U64, FIELD(grace_ms), 0, 1, 3600000, 0, "1000", "MS",
@@ -248,6 +254,72 @@ uint64_t rkv_srv_buckets_for(uint64_t keys, unsigned slots)
 	return n;
 }
 
+/* Level 0 of an index that starts small: 1/64 of --index-max (its three
+ * levels reach it), at least this many buckets. */
+#define START_BUCKETS_MIN 2u
+
+static int is_set(const struct rkv_srv_config *cfg, const char *name);
+static void size_str(uint64_t v, char *buf, size_t n);
+
+/*
+ * Level 0's buckets (nbuckets) and the levels the index may grow to
+ * (layout.h "Levels"): --buckets alone fixes the index (one level);
+ * otherwise it may grow while its levels fit in --index-max (default
+ * --memory / 8: 8-byte slots for blocks of 64 bytes and more), from
+ * --buckets, from --capacity, or from 1/64 of --index-max.
+ */
+static int index_levels(struct rkv_srv_config *cfg, char *err, size_t errlen)
+{
+	uint64_t bb = cfg->bucket_slots * 8u, imax, n0;
+	unsigned lv = 1;
+	char a[32], b[32];
+
+	if (cfg->buckets)
+		n0 = cfg->buckets;
+	else if (cfg->capacity)
+		n0 = rkv_srv_buckets_for(cfg->capacity,
+					 (unsigned)cfg->bucket_slots);
+	else
+		n0 = 0;
+	if (n0 > (1ull << 32)) {
+		rkv_msgf(err, errlen,
+			 "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
+			 cfg->capacity);
+		return -EINVAL;
+	}
+	cfg->levels_max = 1;
+	if ((cfg->buckets && !is_set(cfg, "index-max")) ||
+	    (is_set(cfg, "index-max") && !cfg->index_max)) {
+		cfg->nbuckets = n0 ? n0 : rkv_srv_buckets_for(1000000,
+				(unsigned)cfg->bucket_slots);
+		return 0;
+	}
+	imax = is_set(cfg, "index-max") ? cfg->index_max : cfg->memory / 8;
+	if (!n0) {
+		uint64_t want = imax / bb / 64;
+
+		n0 = START_BUCKETS_MIN;
+		while (n0 * 2 <= want && n0 < (1ull << 32))
+			n0 *= 2;
+	}
+	cfg->nbuckets = n0;
+	if (is_set(cfg, "index-max") && n0 * bb > imax) {
+		size_str(imax, a, sizeof(a));
+		size_str(n0 * bb, b, sizeof(b));
+		rkv_msgf(err, errlen,
+			 "--index-max: %s is less than the index %s asks for "
+			 "(%s)",
+			 a, cfg->buckets ? "--buckets" : "--capacity", b);
+		return -EINVAL;
+	}
+	while (lv < RKV_INDEX_LEVELS_MAX &&
+	       rkv_index_nbuckets(n0, lv + 1) <= (1ull << 36) / bb &&
+	       rkv_index_nbuckets(n0, lv + 1) * bb <= imax)
+		lv++;
+	cfg->levels_max = lv;
+	return 0;
+}
+
 static const struct cfg_row *find_row(const char *name)
 {
 	for (size_t i = 0; i < NROWS; i++)
@@ -378,9 +450,7 @@ void rkv_srv_config_init(struct rkv_srv_config *cfg)
 		    set_row(cfg, &g_rows[i], g_rows[i].def, NULL, 0) != 0)
 			abort(); /* a bad default is a bug in the table */
 	}
-	cfg->nbuckets = cfg->buckets ? cfg->buckets
-				     : rkv_srv_buckets_for(cfg->capacity,
-							 (unsigned)cfg->bucket_slots);
+	index_levels(cfg, NULL, 0);
 	cfg->big_grace_ms = big_grace_default(cfg->grace_ms);
 	cfg->data_gpu = -1;
 	cfg->shm_mode = 0600;
@@ -535,16 +605,7 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 			 b);
 		return -EINVAL;
 	}
-	cfg->nbuckets = cfg->buckets ? cfg->buckets
-				     : rkv_srv_buckets_for(cfg->capacity,
-							 (unsigned)cfg->bucket_slots);
-	if (cfg->nbuckets > (1ull << 32)) {
-		rkv_msgf(err, errlen,
-			 "--capacity: %" PRIu64 " keys need more than 2^32 buckets",
-			 cfg->capacity);
-		return -EINVAL;
-	}
-	return 0;
+	return index_levels(cfg, err, errlen);
 }
 
 void rkv_srv_config_usage(FILE *out, const char *prog)
@@ -663,24 +724,44 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out)
 						 : "(auto)");
 			break;
 		case T_SIZE:
+			if (r->off == FIELD(index_max) && !cfg->index_max) {
+				fprintf(out, "%s", cfg->levels_max > 1
+						   ? "(--memory / 8)"
+						   : "(none: a fixed index)");
+				break;
+			}
 			size_str(*(const uint64_t *)(const void *)field, buf,
 				 sizeof(buf));
 			fprintf(out, "%s", buf);
 			break;
 		case T_U64:
 			if (r->off == FIELD(buckets)) {
-				size_str(rkv_srv_nslots(cfg) * 8, buf,
-					 sizeof(buf));
+				uint64_t n0s = cfg->nbuckets *
+					       cfg->bucket_slots;
+
+				size_str(n0s * 8, buf, sizeof(buf));
 				fprintf(out,
 					"%" PRIu64 " (index %s, %" PRIu64
-					" keys for sure, at %u%%)",
+					" keys for sure, at %u%%",
 					cfg->nbuckets, buf,
-					rkv_srv_nslots(cfg) *
-						(cfg->bucket_slots <= 8 ? 2 : 3) /
+					n0s * (cfg->bucket_slots <= 8 ? 2 : 3) /
 						4,
 					cfg->bucket_slots <= 8 ? 50 : 75);
+				if (cfg->levels_max > 1) {
+					size_str(rkv_srv_nslots(cfg) * 8, buf,
+						 sizeof(buf));
+					fprintf(out, "; grows online to %u "
+						"levels, %s", cfg->levels_max,
+						buf);
+				} else {
+					fprintf(out, "; fixed");
+				}
+				fprintf(out, ")");
 				from = is_set(cfg, "buckets") ? ""
 							      : " (derived)";
+			} else if (r->off == FIELD(capacity) &&
+				   !cfg->capacity) {
+				fprintf(out, "(none: the index starts small)");
 			} else {
 				fprintf(out, "%" PRIu64,
 					*(const uint64_t *)(const void *)field);

@@ -187,7 +187,7 @@ static void reclaim(struct rkv_srv *srv, uint64_t now_ms, const char *why)
 		}
 	}
 	rc = rkv_space_reclaim(srv->space, keep, nkeep, srv->index_mem,
-			       rkv_srv_nslots(&srv->cfg), now_ms,
+			       rkv_srv_used_slots(srv), now_ms,
 			       &freed);
 	rkv_free(keep);
 	if (rc) {
@@ -498,6 +498,8 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->index_addr = (uint64_t)(uintptr_t)srv->index_mem;
 	r->nbuckets = srv->cfg.nbuckets;
 	r->bucket_slots = (uint32_t)srv->cfg.bucket_slots;
+	r->levels_max = srv->cfg.levels_max;
+	r->levels = srv->levels;
 	r->data_rkey = dmr->rkey;
 	r->chunk_size = (uint32_t)srv->cfg.chunk;
 	r->data_addr = (uint64_t)(uintptr_t)srv->data_mem;
@@ -697,9 +699,12 @@ static void do_stats(struct rkv_srv *srv, uint64_t now_ms)
 	r->clients = srv->nclients;
 	r->clients_total = srv->clients_total;
 	r->keys = rkv_srv_index_count(srv->index_mem,
-				      rkv_srv_nslots(&srv->cfg));
+				      rkv_srv_used_slots(srv));
 	r->nbuckets = srv->cfg.nbuckets;
 	r->bucket_slots = srv->cfg.bucket_slots;
+	r->levels = srv->levels;
+	r->levels_max = srv->cfg.levels_max;
+	r->index_slots = rkv_srv_used_slots(srv);
 	r->data_len = st.len;
 	r->data_free = st.free;
 	r->data_grace = st.grace;
@@ -731,9 +736,58 @@ static void do_counter_open(struct rkv_srv_conn *c, const struct rkv_msg *m)
 	r->index = (uint32_t)rc;
 }
 
+/*
+ * GROW (layout.h "Levels"): a client found a key's candidate buckets full
+ * in every level it read.  A level is added when that count is still
+ * ours: its pages are fresh (zero) memory of the index region, and the
+ * level word says so with one store; clients READ it behind every bucket
+ * round, so from the next round on every reader and inserter sees the
+ * new level's buckets.  The fill of the levels before is logged: the load
+ * factor each step was taken at.
+ */
+static void do_grow(struct rkv_srv_conn *c, const struct rkv_msg *m)
+{
+	struct rkv_srv *srv = c->srv;
+	struct rkv_msg_grow_reply *r = &srv->rep.u.grow_reply;
+	uint64_t used, slots;
+
+	memset(r, 0, sizeof(*r));
+	if (c->read_only) {
+		srv->denied++;
+		r->status = -EPERM;
+		r->levels = srv->levels;
+		return;
+	}
+	if (m->u.grow.levels == srv->levels &&
+	    srv->levels < srv->cfg.levels_max) {
+		uint64_t t0 = rkv_now_ns();
+
+		rkv_srv_levels_set(srv, srv->levels + 1);
+		srv->grows++;
+		/* the fill it grew at, for the log (after the store: the
+		 * clients waiting for it go on meanwhile) */
+		slots = rkv_index_nbuckets(srv->cfg.nbuckets,
+					   srv->levels - 1) *
+			srv->cfg.bucket_slots;
+		used = rkv_srv_index_count(srv->index_mem, slots);
+		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
+			"index: level %u added (%" PRIu64 " slots in all, "
+			"%.2f ms); the %u before held %" PRIu64 " of %" PRIu64
+			" slots (%.1f %%)",
+			srv->levels, rkv_srv_used_slots(srv),
+			(double)(rkv_now_ns() - t0) / 1e6, srv->levels - 1,
+			used, slots, slots ? 100.0 * (double)used / (double)slots
+					   : 0.0);
+	}
+	r->levels = srv->levels;
+	if (m->u.grow.levels >= srv->levels) /* none added: at its largest */
+		r->status = -ENOSPC;
+}
+
 static int is_request(unsigned type)
 {
 	switch (type) {
+	case RKV_MSG_GROW:
 	case RKV_MSG_HELLO:
 	case RKV_MSG_CHUNK_ALLOC:
 	case RKV_MSG_BLOCK_RETURN:
@@ -1011,6 +1065,10 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 		break;
 	case RKV_MSG_FENCE:
 		do_fence(c, m, now_ms);
+		break;
+	case RKV_MSG_GROW:
+		init_rep(srv, RKV_MSG_GROW_REPLY, m->hdr.req_id);
+		do_grow(c, m);
 		break;
 	}
 	rc = send_reply(c, now_ms);

@@ -45,18 +45,24 @@ void rkv_srv_index_scan(const uint64_t *slots, uint64_t nslots,
  * before its word moved (and moves with it) or fails; a reader that finds
  * a poisoned slot READs the partition word after the buckets (client/
  * op.c rd_buckets), so it finds GONE there and asks the map of epoch.
- * The lease word (the tail's first) moves too and is 0 in src.
+ * The lease word (the tail's first) moves too and is 0 in src; the level
+ * word is copied.  nslots: the largest index's (the table follows them),
+ * used: the slots of the levels in use (the others are 0 on both sides).
  */
 void rkv_srv_index_fence_move(uint64_t *dst, uint64_t *src, uint64_t nslots,
-			      uint32_t epoch)
+			      uint64_t used, uint32_t epoch)
 {
 	const uint64_t gone = rkv_part_word(RKV_PART_GONE, epoch);
 	uint64_t *dpart = dst + nslots, *spart = src + nslots;
+	const uint64_t lw = nslots + RKV_PART_WORDS + RKV_INDEX_LEVEL_WORD;
 
 	for (unsigned i = 0; i < RKV_PART_WORDS; i++)
 		dpart[i] = __atomic_exchange_n(&spart[i], gone,
 					       __ATOMIC_SEQ_CST);
-	for (uint64_t i = 0; i < nslots; i++) {
+	/* the levels not in use are 0 on both sides (fresh pages: left
+	 * untouched); the level word moves as it is */
+	dst[lw] = __atomic_load_n(&src[lw], __ATOMIC_ACQUIRE);
+	for (uint64_t i = 0; i < used; i++) {
 		uint64_t w = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 
 		while (!__atomic_compare_exchange_n(

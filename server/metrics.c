@@ -101,7 +101,7 @@ static size_t render(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 {
 	struct body b = { .p = out, .cap = cap };
 	struct rkv_space_stats st;
-	uint64_t slots = rkv_srv_nslots(&srv->cfg);
+	uint64_t slots = rkv_srv_used_slots(srv);
 
 	rkv_space_get_stats(srv->space, &st);
 	put(&b, "# HELP rkv_server_info The server: its name, provider and "
@@ -119,8 +119,8 @@ static size_t render(struct rkv_srv_metrics *m, struct rkv_srv *srv,
 	       "completed a handshake since start.", srv->clients_total);
 	metric(&b, "rkv_keys", "gauge", "Keys in the index (committed slots).",
 	       rkv_srv_index_count(srv->index_mem, slots));
-	metric(&b, "rkv_index_slots", "gauge", "Slots of the index (8 a "
-	       "bucket).", slots);
+	metric(&b, "rkv_index_slots", "gauge", "Slots of the index's "
+	       "levels in use.", slots);
 	metric(&b, "rkv_data_bytes", "gauge", "Bytes of the data region.",
 	       st.len);
 	metric(&b, "rkv_data_free_bytes", "gauge", "Bytes of the data region "

@@ -157,7 +157,7 @@ static void rotate(struct rkv_srv *srv, uint64_t now_ms)
 }
 
 struct fence_move {
-	uint64_t nslots;
+	uint64_t nslots, used;
 	uint32_t epoch;
 };
 
@@ -166,7 +166,7 @@ static void fence_move(void *dst, void *src, size_t len, void *arg)
 	const struct fence_move *fm = arg;
 
 	(void)len;
-	rkv_srv_index_fence_move(dst, src, fm->nslots, fm->epoch);
+	rkv_srv_index_fence_move(dst, src, fm->nslots, fm->used, fm->epoch);
 }
 
 /* shm: deregister, move the index to fresh memory, register again. */
@@ -174,6 +174,7 @@ static int fence_renew(struct rkv_srv *srv, uint32_t epoch)
 {
 	struct fence_move fm = {
 		.nslots = rkv_srv_nslots(&srv->cfg),
+		.used = rkv_srv_used_slots(srv),
 		.epoch = epoch,
 	};
 	unsigned access[2] = { 0 };

@@ -316,6 +316,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 			why, whylen);
 	if (rc)
 		goto err;
+	rkv_srv_levels_set(srv, 1);
 	srv->data_len = (size_t)cfg->memory;
 	rc = reg_region(srv, "data", srv->datamem, srv->data_len, DATA_ACCESS,
 			&srv->data_mem, &srv->data_mr, &srv->data_ro_mr, why,
@@ -416,11 +417,12 @@ void rkv_srv_log_start(const struct rkv_srv *srv)
 	tplog_release(srv->tplog);
 
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
-		"server %08x: index %" PRIu64 " buckets (%zu bytes) rkey %u, "
+		"server %08x: index %" PRIu64 " buckets (%zu bytes at most, "
+		"%u levels) rkey %u, "
 		"data %zu bytes in %s rkey %u, values up to %" PRIu64
 		" bytes, %s",
 		srv->server_id, cfg->nbuckets, srv->index_len,
-		srv->index_mr->rkey, srv->data_len,
+		cfg->levels_max, srv->index_mr->rkey, srv->data_len,
 		rkv_srv_datamem_describe(srv->datamem), srv->data_mr->rkey,
 		cfg->max_value, rkv_tp_describe(srv->tp));
 	if (cfg->secret_len && cfg->ro_secret_len)
@@ -480,8 +482,9 @@ void rkv_srv_destroy(struct rkv_srv *srv)
 void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 {
 	uint64_t *tab = (uint64_t *)(void *)((char *)srv->index_mem +
-					     rkv_index_part_off(srv->cfg.nbuckets,
-							(unsigned)srv->cfg.bucket_slots));
+					     rkv_index_part_off(
+						     rkv_srv_nbuckets_max(&srv->cfg),
+						     (unsigned)srv->cfg.bucket_slots));
 
 	__atomic_store_n(&tab[part], word, __ATOMIC_RELEASE);
 }
@@ -489,12 +492,24 @@ void rkv_srv_part_set(struct rkv_srv *srv, unsigned part, uint64_t word)
 void rkv_srv_lease_set(struct rkv_srv *srv, uint64_t until_ms)
 {
 	uint64_t *w = (uint64_t *)(void *)((char *)srv->index_mem +
-					   rkv_index_lease_off(srv->cfg.nbuckets,
-							 (unsigned)srv->cfg.bucket_slots));
+					   rkv_index_lease_off(
+						   rkv_srv_nbuckets_max(&srv->cfg),
+						   (unsigned)srv->cfg.bucket_slots));
 
 	if (atomic_load(&srv->removed))
 		until_ms = 0;
 	__atomic_store_n(w, rkv_lease_word(until_ms), __ATOMIC_RELEASE);
+}
+
+void rkv_srv_levels_set(struct rkv_srv *srv, unsigned levels)
+{
+	uint64_t *w = (uint64_t *)(void *)((char *)srv->index_mem +
+					   rkv_index_level_off(
+						   rkv_srv_nbuckets_max(&srv->cfg),
+						   (unsigned)srv->cfg.bucket_slots));
+
+	srv->levels = levels;
+	__atomic_store_n(w, (uint64_t)levels, __ATOMIC_RELEASE);
 }
 
 const char *rkv_srv_addr(const struct rkv_srv *srv)

@@ -59,6 +59,8 @@ struct rkv_srv_config {
 	uint64_t buckets;               /* power of two; 0 = from capacity */
 	uint64_t bucket_slots;          /* slots a bucket: 8, 16, 32, 64 */
 	uint64_t capacity;              /* keys; sizes buckets when no --buckets */
+	uint64_t index_max;             /* bytes the index may grow to; 0:
+					 * derived (config.c index_levels) */
 	uint64_t lease_ms;              /* lock lease */
 	uint64_t grace_ms;              /* block reuse grace, > lease_ms */
 	uint64_t big_grace_ms;          /* the same for big blocks, >= grace */
@@ -90,7 +92,9 @@ struct rkv_srv_config {
 	char shm_allow[256];            /* --shm-allow-uid: uids or names */
 	char metrics[RKV_SRV_ADDR_MAX]; /* --metrics HOST:PORT; "" none */
 	/* derived by rkv_srv_config_parse */
-	uint64_t nbuckets;              /* effective bucket count */
+	uint64_t nbuckets;              /* level 0's buckets (layout.h
+					 * "Levels") */
+	unsigned levels_max;            /* 1: a fixed index */
 	unsigned shm_mode;              /* socket file mode */
 	int shm_gid;                    /* -1: none */
 	unsigned shm_nuids;
@@ -127,10 +131,17 @@ void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out);
 int rkv_srv_parse_size(const char *s, uint64_t *out);
 /* Next power of two >= max(ceil(keys / 6), 2). */
 uint64_t rkv_srv_buckets_for(uint64_t keys, unsigned slots);
-/* The index's slots: buckets times the slots of each. */
+/* Buckets of the largest index (its layout: the partition table and the
+ * tail follow them). */
+static inline uint64_t rkv_srv_nbuckets_max(const struct rkv_srv_config *cfg)
+{
+	return rkv_index_nbuckets(cfg->nbuckets, cfg->levels_max);
+}
+
+/* The largest index's slots (every level). */
 static inline uint64_t rkv_srv_nslots(const struct rkv_srv_config *cfg)
 {
-	return cfg->nbuckets * cfg->bucket_slots;
+	return rkv_srv_nbuckets_max(cfg) * cfg->bucket_slots;
 }
 
 /* ------------------------------------------------------------------ auth */
@@ -179,13 +190,15 @@ void rkv_srv_index_scan(const uint64_t *slots, uint64_t nslots,
 			rkv_srv_extent_fn fn, void *arg);
 
 /*
- * Move the index (nslots slot words, then the partition table) from src to
- * dst word by word for a fence at map epoch epoch (shm), leaving src
- * poisoned: partition words GONE at epoch first, then every slot word with
- * its version bumped and the migration marks set.
+ * Move the index (nslots slot words, then the partition table and the
+ * tail; only the first used slots, those of the levels in use, can be
+ * other than 0) from src to dst word by word for a fence at map epoch
+ * epoch (shm), leaving src poisoned: partition words GONE at epoch first,
+ * then every used slot word with its version bumped and the migration
+ * marks set.
  */
 void rkv_srv_index_fence_move(uint64_t *dst, uint64_t *src, uint64_t nslots,
-			      uint32_t epoch);
+			      uint64_t used, uint32_t epoch);
 
 /* ----------------------------------------------------------------- space */
 
@@ -350,8 +363,13 @@ struct rkv_srv {
 	struct rkv_srv_tplog *tplog; /* the transport's log sink (server.c) */
 	struct rkv_cq *cq;
 	struct rkv_listener *listener;
-	void *index_mem;          /* nbuckets buckets, from rkv_tp_mem_alloc */
+	void *index_mem;          /* the largest index's buckets (pages of
+				   * levels not in use are never touched),
+				   * the partition table, the tail; from
+				   * rkv_tp_mem_alloc */
 	size_t index_len;
+	unsigned levels;          /* levels in use (the level word's) */
+	uint64_t grows;           /* levels added (GROW) */
 	struct rkv_mr *index_mr;  /* RKV_ACCESS_ALL */
 	struct rkv_mr *index_ro_mr; /* remote read only (read-only clients) */
 	void *data_mem;
@@ -407,6 +425,16 @@ struct rkv_srv {
 	/* scratch messages (a BLOCK_RETURN is ~4 KiB) */
 	struct rkv_msg req, rep;
 };
+
+/* Slots of the levels in use. */
+static inline uint64_t rkv_srv_used_slots(const struct rkv_srv *srv)
+{
+	return rkv_index_nbuckets(srv->cfg.nbuckets, srv->levels) *
+	       srv->cfg.bucket_slots;
+}
+
+/* server.c: put levels in use (the level word, layout.h "Levels"). */
+void rkv_srv_levels_set(struct rkv_srv *srv, unsigned levels);
 
 /* server.c: the registered regions, by name (rkey rotation re-registers). */
 enum rkv_srv_region {

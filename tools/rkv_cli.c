@@ -695,23 +695,22 @@ static int fail_op(const struct ctx *x, const struct blob *key,
 	}
 	switch (rc) {
 	case -ENOSPC:
-		hint = "full: its index (--capacity) or data memory "
+		hint = "full: its index (--index-max) or data memory "
 		       "(--memory)";
 		if (key && rkv_client_replicas(x->c, key->p, key->len, rep,
 					       1) > 1)
 			hint = rkv_client_map_epoch(x->c)
-				       ? "full: its index (--capacity) or data "
+				       ? "full: its index (--index-max) or data "
 					 "memory (--memory); with replicas a "
 					 "deleted key keeps its slot until "
 					 "`rkv admin sweep`"
-				       : "full: its index (--capacity) or data "
+				       : "full: its index (--index-max) or data "
 					 "memory (--memory); with replicas a "
 					 "deleted key keeps its slot (swept in "
 					 "clusters kept in etcd only)";
 		break;
 	case -EMSGSIZE:
-		hint = "the value is over its --max-value (or, with replicas, "
-		       "over 256 KiB)";
+		hint = "the value is over its --max-value";
 		break;
 	case -EDQUOT:
 		hint = "this client holds its --max-chunks chunks";
@@ -1212,7 +1211,10 @@ static void print_stats(const char *addr, const struct rkv_server_stats *st)
 	       (unsigned long long)st->clients,
 	       (unsigned long long)st->clients_total);
 	printf("  keys            %llu\n", (unsigned long long)st->keys);
-	printf("  buckets         %llu\n", (unsigned long long)st->nbuckets);
+	printf("  buckets         %llu   (%llu of at most %llu levels)\n",
+	       (unsigned long long)st->nbuckets,
+	       (unsigned long long)st->levels,
+	       (unsigned long long)st->levels_max);
 	printf("  bucket_slots    %llu   (%.1f %% of the index's slots used)\n",
 	       (unsigned long long)st->bucket_slots,
 	       st->nbuckets && st->bucket_slots
@@ -1251,6 +1253,8 @@ static void print_stats_json(const char *addr,
 		{ "keys", st->keys },
 		{ "buckets", st->nbuckets },
 		{ "bucket_slots", st->bucket_slots },
+		{ "levels", st->levels },
+		{ "levels_max", st->levels_max },
 		{ "data_len", st->data_len },
 		{ "data_free", st->data_free },
 		{ "data_grace", st->data_grace },

@@ -47,6 +47,8 @@ extern int x_space_unit_state(const struct rkv_space *sp, uint64_t offset)
 #define X_NBUCKETS 2u
 #define X_BUCKET_SLOTS 8u /* --bucket-slots: the smallest */
 #define X_NSLOTS (X_NBUCKETS * X_BUCKET_SLOTS)
+/* sc->grow: --index-max 4K lets the index grow one level (14 buckets) */
+#define X_GROW_SLOTS (rkv_index_nbuckets(X_NBUCKETS, 2) * X_BUCKET_SLOTS)
 #define X_LEASE_MS 100u
 #define X_GRACE_MS 1000u
 #define X_MAX_KEYS 8
@@ -346,16 +348,32 @@ static int slot_get(const struct x_world *w, unsigned sv, unsigned i,
 	return 1;
 }
 
-/* Slot index (bucket * 8 + slot) of scan position p of key. */
-static unsigned scan_slot(const char *key, unsigned p)
+/* Slot index (bucket * 8 + slot) of scan position p of key in an index
+ * of levels levels (layout.h "Levels"); *npos: its positions. */
+static unsigned scan_slot_at(const char *key, unsigned levels, unsigned p,
+			     unsigned *npos)
 {
 	struct rkv_key_hash kh;
-	uint64_t b[2];
+	uint64_t b[RKV_KEY_BUCKETS_MAX];
+	unsigned nb;
 
 	rkv_key_hash(key, strlen(key), &kh);
-	rkv_key_buckets(&kh, X_NBUCKETS, &b[0], &b[1]);
+	nb = rkv_key_level_buckets(&kh, X_NBUCKETS, levels, b);
+	if (npos)
+		*npos = nb * X_BUCKET_SLOTS;
 	return (unsigned)b[p / X_BUCKET_SLOTS] * X_BUCKET_SLOTS +
 	       p % X_BUCKET_SLOTS;
+}
+
+static unsigned scan_slot(const char *key, unsigned p)
+{
+	return scan_slot_at(key, 1, p, NULL);
+}
+
+/* Slots of server sv's levels in use. */
+static unsigned used_slots(const struct x_world *w, unsigned sv)
+{
+	return (unsigned)rkv_srv_used_slots(w->srv[sv]);
 }
 
 /*
@@ -368,10 +386,11 @@ static int copy_of(const struct x_world *w, unsigned sv, const char *key,
 		   int highest, struct x_slot *out, unsigned *pos)
 {
 	int found = 0;
+	unsigned npos = 2 * X_BUCKET_SLOTS;
 
-	for (unsigned p = 0; p < 2 * X_BUCKET_SLOTS; p++) {
+	for (unsigned p = 0; p < npos; p++) {
 		struct x_slot sl;
-		unsigned i = scan_slot(key, p);
+		unsigned i = scan_slot_at(key, w->srv[sv]->levels, p, &npos);
 
 		if (!slot_get(w, sv, i, &sl) || !x_slot_visible(sl.word) ||
 		    !sl.valid)
@@ -427,7 +446,8 @@ static void dump_slots(const struct x_world *w, char *out, size_t cap)
 		if (w->nsrv > 1 && n + 8 < cap)
 			n += (size_t)snprintf(out + n, cap - n, "%s s%u:",
 					      sv ? ";" : "", sv);
-		for (unsigned i = 0; i < X_NSLOTS && n + 96 < cap; i++) {
+		for (unsigned i = 0; i < used_slots(w, sv) && n + 96 < cap;
+		     i++) {
 			if (!slot_get(w, sv, i, &sl))
 				continue;
 			if (!sl.valid) {
@@ -522,7 +542,7 @@ static void check_state(struct x_world *w, const char *when, int at_rest)
 	struct x_slot sl;
 
 	for (unsigned sv = 0; sv < w->nsrv; sv++) {
-		for (unsigned i = 0; i < X_NSLOTS; i++) {
+		for (unsigned i = 0; i < used_slots(w, sv); i++) {
 			if (!slot_get(w, sv, i, &sl))
 				continue;
 			uint64_t s = sl.word;
@@ -895,6 +915,7 @@ static int srv_build(struct x_world *w, unsigned sv)
 	    srv_set(&cfg, "lease", "100") ||
 	    srv_set(&cfg, "grace", "1000") || srv_set(&cfg, "chunk", "4K") ||
 	    srv_set(&cfg, "max-clients", "8") ||
+	    (sc->grow && srv_set(&cfg, "index-max", "4K")) ||
 	    (w->nsrv > 1 && srv_set(&cfg, "name", name)))
 		return -EINVAL;
 	rc = rkv_srv_config_finish(&cfg, err, sizeof(err));
@@ -907,7 +928,8 @@ static int srv_build(struct x_world *w, unsigned sv)
 	rkv_fake_set_next_tag(NULL);
 	if (rc)
 		return rc;
-	if (w->srv[sv]->cfg.nbuckets != X_NBUCKETS)
+	if (w->srv[sv]->cfg.nbuckets != X_NBUCKETS ||
+	    w->srv[sv]->cfg.levels_max != (sc->grow ? 2u : 1u))
 		return -EINVAL;
 	/* the layout: fill every slot, then empty the chosen positions */
 	rc = client_new(w, X_MAX_CL, (int)sv);
@@ -1717,6 +1739,8 @@ static void run_body(struct x_search *s, unsigned replay_len)
 	}
 	s->res->transient += w->transient;
 	s->res->kills += w->kills;
+	for (unsigned sv = 0; sv < w->nsrv; sv++)
+		s->res->grows += w->srv[sv]->grows;
 	for (unsigned i = 0; i < w->nhist; i++)
 		s->res->enospc += w->hist[i].done &&
 				  w->hist[i].status == -ENOSPC;
@@ -1728,6 +1752,7 @@ static void run_body(struct x_search *s, unsigned replay_len)
 		rkv_client_stats(w->cl[i].c, &st);
 		s->res->lock_waits += st.lock_waits;
 		s->res->lock_steals += st.lock_steals;
+		s->res->level_news += st.level_news;
 		s->res->retries += st.get.retries + st.put.retries +
 				   st.del.retries + st.rmw.retries;
 	}
@@ -1863,6 +1888,10 @@ void x_run(const struct x_scenario *sc)
 	       PRIu64 " lock steals, %" PRIu64 " deaths, %" PRIu64
 	       " ENOSPC results\n", r.retries, r.lock_waits, r.lock_steals,
 	       r.kills, r.enospc);
+	if (sc->grow)
+		printf("#   levels: %" PRIu64 " added (GROW), %" PRIu64
+		       " ops started again over the new one\n", r.grows,
+		       r.level_news);
 	if (r.violations) {
 		for (char *line = strtok(r.first, "\n"); line;
 		     line = strtok(NULL, "\n"))

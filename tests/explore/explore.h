@@ -5,7 +5,8 @@
  * sleep sets).
  *
  * A scenario is a few clients, each with a short script of operations on a
- * 2-bucket index whose free slots are made scarce by filler keys.  A run
+ * 2-bucket index whose free slots are made scarce by filler keys (and
+ * that may grow a level of 14 buckets, sc->grow).  A run
  * builds a fresh world (a real in-process server and real clients over the
  * fake provider, common/transport/fake.h, on a fake clock), then executes
  * one choice at a time: the next round (queued one-sided chain) of one
@@ -119,6 +120,11 @@ struct x_scenario {
 	 * its first half), the one that makes layout_key's set r + 1 long:
 	 * every write then installs on two backups at r = 2. */
 	int transit;
+	/* The index may grow one level (layout.h "Levels": 14 buckets more,
+	 * --index-max 4K): an insert that finds every candidate full asks
+	 * the server for it (GROW) during the run; invariants and the final
+	 * read cover every level in use. */
+	int grow;
 };
 
 struct x_result {
@@ -130,6 +136,7 @@ struct x_result {
 	uint64_t transient;     /* steps that saw a transient second copy */
 	/* coverage: what the runs exercised (client and server counters) */
 	uint64_t lock_waits, lock_steals, retries, kills, enospc;
+	uint64_t grows, level_news; /* levels added, ops that met one */
 	int budget_hit;         /* stopped at max_runs: not exhaustive */
 	int sampled;            /* random runs (sc->sample) */
 	uint64_t seed;

@@ -10,7 +10,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ------------------------------------------------------------ proto/msg.h
-MAGIC, VERSION = 0x314B5652, 8   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
+MAGIC, VERSION = 0x314B5652, 9   # RKV_PROTO_MAGIC, RKV_PROTO_VERSION
 
 
 def msg(mtype, body, req_id=7, version=VERSION):
@@ -25,7 +25,7 @@ def msg_seeds():
                               0x7F0000100000, 1 << 30, 1000, 2000,
                               0x7F0000200000, 0x33, 64) + \
         b"rkv-a".ljust(64, b"\0") + \
-        struct.pack("<IIIII", 0, 64 << 20, 5000, 3, 32)
+        struct.pack("<IIIIIII", 0, 64 << 20, 5000, 3, 32, 3, 1)
     ext = b"".join(struct.pack("<QII", 64 * i, 128, 9) for i in range(3))
     return {
         "hello": msg(1, struct.pack("<I", 1) + name + struct.pack("<I", 2)),
@@ -39,7 +39,7 @@ def msg_seeds():
         "chunk_retire": msg(6, struct.pack("<QQ", 4096, 1 << 20)),
         "ack": msg(7, struct.pack("<i", -28)),
         "stats": msg(8, b""),
-        "stats_reply": msg(9, struct.pack("<16Q", *range(1, 17))),
+        "stats_reply": msg(9, struct.pack("<19Q", *range(1, 20))),
         "error": msg(10, struct.pack("<i", -22) +
                      b"bad request".ljust(200, b"\0")),
         "counter_open": msg(11, b"ctr.requests".ljust(64, b"\0")),
@@ -51,6 +51,8 @@ def msg_seeds():
                            req_id=0),
         "rkey_ack": msg(16, struct.pack("<I", 1), req_id=0),
         "fence": msg(17, struct.pack("<I", 4)),
+        "grow": msg(18, struct.pack("<I", 1)),
+        "grow_reply": msg(19, struct.pack("<iI", 0, 2)),
         "version_next": msg(7, struct.pack("<i", 0), version=VERSION + 1),
     }
 

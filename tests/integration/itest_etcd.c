@@ -53,6 +53,9 @@
 static const char *g_prov = "tcp";
 static int g_verbs;
 static const char *g_capacity = "30000"; /* rkv-server --capacity */
+/* --index-max: two levels (a layout with room to grow, as by default),
+ * 4 MiB that verbs registers at start (0: fixed) */
+static const char *g_index_max = "4M";
 static int g_seq;
 
 #define NSRV 3
@@ -95,6 +98,7 @@ static int start_srv_at(struct env *v, unsigned i, const char *name,
 	const char *extra[] = { "--name", name, "--cluster", v->url,
 				"--etcd-wait", wait_s ? wait_s : "10",
 				"--capacity", g_capacity,
+				"--index-max", g_index_max,
 				listen ? "--listen" : NULL, listen, NULL };
 
 	return test_srv_start(&v->s[i], g_prov, extra);
@@ -2115,8 +2119,10 @@ static void t_join_undo(void)
 	for (unsigned i = 0; i < NSRV; i++)
 		ASSERT_EQ(start_srv(&v, i, g_names[i], NULL), 0);
 	g_capacity = "8";
+	g_index_max = "0"; /* a fixed index of 2 buckets */
 	rc = start_srv(&v, NSRV, "delta", NULL);
 	g_capacity = "30000";
+	g_index_max = "4M";
 	ASSERT_EQ(rc, 0);
 	ASSERT_EQ(admin(&v, "init --replicas 2 alpha bravo charlie", out,
 			sizeof(out)), 0);
@@ -2601,8 +2607,10 @@ static void t_sweep(void)
 	ASSERT_EQ(rc, 0);
 	ASSERT_TRUE(mkdtemp(dir) != NULL);
 	g_capacity = "6000";
+	g_index_max = "0"; /* tombstones fill it: no level to grow */
 	c = repl_setup(&v, g_names, NSRV, 2);
 	g_capacity = "30000";
+	g_index_max = "4M";
 	ASSERT_TRUE(c != NULL);
 	g_fresh_max = 300; /* live keys that would take the room back */
 	load_start(v.url, dir, stop, ctr_sum, kids, &ctr_pid);

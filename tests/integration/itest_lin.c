@@ -17,7 +17,9 @@
  * Configurations: --buckets 1 (one bucket of the default 32 slots) and
  * 2 of 8 slots (every key collides), nearly full tables (--buckets 4 of
  * 8 slots, fillers in the hot keys' two buckets; one bucket of 32 slots,
- * 28 of them taken), short lease
+ * 28 of them taken), an index that grows twice during the run (one
+ * bucket of 8 slots, 7 of them fillers; each client puts 60 new keys
+ * spread over the run), short lease
  * and grace with a nemesis that SIGSTOPs clients for longer than both,
  * one that kill -9s clients mid-run and starts fresh ones, and a self-test
  * whose clients each log one certainly-stale read (a bad history fed
@@ -71,6 +73,10 @@ struct lcfg {
 	unsigned replicas;       /* ... each key on this many of them */
 	int big;                 /* values of 128 KiB - 1.3 MiB (over the
 				  * client's own buffers, size classes) */
+	unsigned fresh;          /* new keys each client puts, spread over
+				  * the run (not logged): with a small
+				  * first level, the index grows under the
+				  * hot keys' ops (layout.h "Levels") */
 };
 
 #define MAX_SRV 3
@@ -461,11 +467,30 @@ static void child_run(const struct lcfg *c, const struct keyset *ks,
 		dprintf(fd, "# connect failed\n");
 		_exit(3);
 	}
+	uint64_t t_fresh = now_ns(), gap = 0;
+	unsigned nfresh = 0;
+
+	if (c->fresh && deadline > t_fresh)
+		gap = (deadline - t_fresh) / (c->fresh + 1);
 	for (uint64_t seq = 1; seq <= g_max_ops && now_ns() < deadline; seq++) {
 		unsigned pick = (unsigned)(rnd(&rng) % 100);
 		unsigned k = (unsigned)(rnd(&rng) % c->nhot);
 		int kind = pick < 40 ? LIN_GET : pick < 65 ? LIN_PUT
 			 : pick < 77 ? LIN_DEL : LIN_RMW;
+
+		/* spread over the run's time or its ops, whichever ends
+		 * first */
+		if (nfresh < c->fresh &&
+		    (now_ns() >= t_fresh + gap ||
+		     seq % (g_max_ops / (c->fresh + 1) + 1) == 0)) {
+			char fk[48];
+
+			snprintf(fk, sizeof(fk), "fresh-%d-%u", client,
+				 nfresh++);
+			t_fresh = now_ns();
+			if (rkv_put(cl, fk, strlen(fk), "f", 1))
+				dprintf(fd, "# fresh put %s failed\n", fk);
+		}
 
 		if (pick >= 95 && c->nfill) {
 			unsigned f = (unsigned)(rnd(&rng) % c->nfill);
@@ -705,6 +730,17 @@ static void run_cfg(const struct lcfg *c)
 		do_op(pc, pfd, 0, ++seq, r.ks.hot[k], k + 1, LIN_GET);
 	for (unsigned f = 0; pc && f < c->nfill; f++)
 		do_op(pc, pfd, 0, ++seq, r.ks.fill[f], FILL_KEY0 + f, LIN_GET);
+	if (pc && c->fresh) {
+		struct rkv_server_stats st;
+
+		/* the index grew to its largest during the run */
+		EXPECT_EQ(rkv_server_stats(pc, 0, &st), 0);
+		printf("#   %s: the index has %llu of %llu levels, %llu keys\n",
+		       c->name, (unsigned long long)st.levels,
+		       (unsigned long long)st.levels_max,
+		       (unsigned long long)st.keys);
+		EXPECT_EQ(st.levels, st.levels_max);
+	}
 	rkv_client_destroy(pc);
 	if (nsrv > 1)
 		repl_bad = check_replicas(c, &r.ks, srvs, addr, pfd, &seq);
@@ -800,6 +836,14 @@ static const struct lcfg g_full32 = {
 	.name = "full-bucket-32", .args = { "--buckets", "1", NULL },
 	.nclients = 4, .nhot = 4, .nfill = 24, .seconds_scale = 1,
 };
+/* one bucket of 8 slots, 7 of them fillers, that grows twice (to 7 and
+ * then 56 more buckets) while the hot keys are put, deleted and read */
+static const struct lcfg g_grow = {
+	.name = "grows", .args = { "--buckets", "1", "--bucket-slots", "8",
+				   "--index-max", "4K", NULL },
+	.nclients = 4, .nhot = 6, .nfill = 7, .fresh = 60,
+	.seconds_scale = 1,
+};
 static const struct lcfg g_pause = {
 	.name = "sigstop", .args = { "--buckets", "4", "--bucket-slots", "8",
 				     "--lease", "20", "--grace", "60", NULL },
@@ -846,6 +890,15 @@ static void t_lin_buckets1(void) { run_cfg(&g_buckets1); }
 static void t_lin_buckets2(void) { run_cfg(&g_buckets2); }
 static void t_lin_full_table(void) { run_cfg(&g_full); }
 static void t_lin_full_bucket32(void) { run_cfg(&g_full32); }
+/* the same on three servers keeping two copies: backups grow too */
+static const struct lcfg g_r2_grow = {
+	.name = "r2-grows", .args = { "--buckets", "1", "--bucket-slots", "8",
+				      "--index-max", "4K", NULL },
+	.nclients = 4, .nhot = 6, .nfill = 7, .fresh = 60,
+	.seconds_scale = 1, .nsrv = 3, .replicas = 2,
+};
+static void t_lin_grows(void) { run_cfg(&g_grow); }
+static void t_lin_r2_grows(void) { run_cfg(&g_r2_grow); }
 static void t_lin_sigstop(void) { run_cfg(&g_pause); }
 static void t_lin_kill9(void) { run_cfg(&g_kill); }
 static void t_lin_detects_injected_stale(void) { run_cfg(&g_selftest); }
@@ -910,11 +963,13 @@ int main(int argc, char **argv)
 	RKV_TEST(t_lin_buckets2);
 	RKV_TEST(t_lin_full_table);
 	RKV_TEST(t_lin_full_bucket32);
+	RKV_TEST(t_lin_grows);
 	RKV_TEST(t_lin_sigstop);
 	RKV_TEST(t_lin_kill9);
 	RKV_TEST(t_lin_r2);
 	RKV_TEST(t_lin_r3_kill9);
 	RKV_TEST(t_lin_r2_sigstop);
+	RKV_TEST(t_lin_r2_grows);
 	RKV_TEST(t_lin_big_values);
 	/* tests/torture.sh reads this line */
 	printf("# lin total (%s): %" PRIu64 " ops checked, %" PRIu64

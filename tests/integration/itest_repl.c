@@ -18,7 +18,8 @@
  *     cannot be on R servers), gets from live primaries still work, keys
  *     it does not hold are unaffected;
  *   - a map asking for more replicas than it lists servers is refused;
- *   - values over 256 KiB (to 16 MiB) are replicated like small ones.
+ *   - values over 256 KiB (to 16 MiB) are replicated like small ones;
+ *   - indexes that grow: a full backup asked for a level by the writer.
  * Linearizability under contention and faults at R > 1 is itest_lin's.
  */
 #include <errno.h>
@@ -164,6 +165,52 @@ static void copies(unsigned r)
 }
 
 static void t_copies_r2(void) { copies(2); }
+
+/* Indexes that grow (layout.h "Levels"): three servers of 2 buckets that
+ * may add one level of 14; 400 keys at r = 2 put about 267 copies on
+ * each, more than its first level's 64 slots, so each grows, the
+ * backups asked by the writers' legs; every key ends on exactly 2. */
+static void t_grows_r2(void)
+{
+	static const char *const more[] = { "--buckets", "2", "--index-max",
+					    "16K", NULL };
+	struct test_srv s[NSRV];
+	struct rkv_client *c, *d[NSRV];
+	struct rkv_server_stats st;
+	struct rkv_client_stats cs;
+	unsigned wrong = 0, other = 0;
+	char f[64];
+
+	ASSERT_EQ(start_all(s, more), 0);
+	write_cluster(f, sizeof(f), s, NSRV, 2);
+	c = test_client_cluster(f, 5000, 2000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	direct_clients(s, d);
+	for (unsigned i = 0; i < 400; i++)
+		EXPECT_EQ(test_kput(c, i, 1), 0);
+	rkv_client_stats(c, &cs);
+	for (unsigned i = 0; i < 400; i++) {
+		EXPECT_EQ(test_kcheck(c, i, 1), 0);
+		wrong += holders(d, i, 1, &other) != 2;
+	}
+	for (unsigned k = 0; k < NSRV; k++) {
+		ASSERT_EQ(rkv_server_stats(d[k], 0, &st), 0);
+		printf("#   %s: %llu copies, %llu of %llu levels\n", g_names[k],
+		       (unsigned long long)st.keys,
+		       (unsigned long long)st.levels,
+		       (unsigned long long)st.levels_max);
+		EXPECT_EQ(st.levels, 2);
+	}
+	printf("#   400 keys at r=2: %u not on exactly 2 servers, %u stale or "
+	       "foreign copies; %llu levels asked for\n", wrong, other,
+	       (unsigned long long)cs.grows);
+	EXPECT_EQ(wrong, 0);
+	EXPECT_EQ(other, 0);
+	rkv_client_destroy(c);
+	destroy_all(d);
+	unlink(f);
+	stop_all(s);
+}
 static void t_copies_r3(void) { copies(3); }
 
 /* --------------------------------------------------------------- RTTs */
@@ -722,6 +769,7 @@ int main(int argc, char **argv)
 		return 77;
 	RKV_TEST(t_copies_r2);
 	RKV_TEST(t_copies_r3);
+	RKV_TEST(t_grows_r2);
 	RKV_TEST(t_round_trips);
 	RKV_TEST(t_counters_r2);
 	RKV_TEST(t_counters_r3_kill9);

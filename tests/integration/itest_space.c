@@ -10,6 +10,13 @@
  *                   region past 90 %, and every value reads back;
  *   t_fragmented    a region fragmented by short-lived clients still
  *                   takes values until it is really full;
+ *   t_index_grows   an index of 4 buckets grows by two levels while four
+ *                   processes put keys, loses none, and refuses its first
+ *                   key past 90 % of its last size;
+ *   t_million_grows a server with no --capacity takes 1,000,000 keys from
+ *                   four processes, growing, and every one reads back;
+ *   t_full_memory   the first ENOSPC of such a server comes with its
+ *                   data region at least 90 % used;
  *   t_index_fill    an index of 1024 buckets refuses its first new key
  *                   only past 70 % of its slots (each insert takes the
  *                   emptier of its two buckets; taking the first bucket
@@ -390,12 +397,266 @@ static void t_index_fill(void)
 	index_fill("8", 60);
 }
 
+/*
+ * An index that grows online (layout.h "Levels"): 4 buckets of 32 slots
+ * with room for two levels more (--index-max 64K: 4, then 32, then 256
+ * buckets, 8,192 slots).  GROW_PROCS processes put GROW_KEYS distinct keys
+ * each at once, reading each back as they go, while the index grows
+ * under them; then a fresh client reads every key back, the server says
+ * 3 levels, and keys are put until the first refusal: past 90 % of the
+ * 8,192 slots (the levels before each step were as full), and none of
+ * the keys lost on the way.
+ */
+#define GROW_PROCS 4
+#define GROW_KEYS 1500
+#define GROW_VAL 40
+
+static int grow_child(const char *addr, char tag)
+{
+	struct rkv_client *c = client_at(addr);
+	unsigned bad = 0;
+
+	if (!c)
+		return 100;
+	for (unsigned i = 0; i < GROW_KEYS && bad < 100; i++) {
+		int rc = put_kv(c, tag, i, GROW_VAL);
+
+		if (rc) {
+			printf("#   %c: put %u: %s\n", tag, i, strerror(-rc));
+			bad++;
+			continue;
+		}
+		bad += !check_kv(c, tag, i, tag, GROW_VAL);
+	}
+	rkv_client_destroy(c);
+	return (int)bad;
+}
+
+static void t_index_grows(void)
+{
+	const char *args[] = { "--buckets", "4", "--index-max", "64K",
+			       "--memory", "16M", NULL };
+	const unsigned slots = 256 * 32;
+	struct rkv_server_stats st;
+	struct rkv_client_stats cs;
+	struct test_srv s;
+	struct rkv_client *c;
+	pid_t pid[GROW_PROCS];
+	unsigned ok = 0, more = 0;
+	int rc, status;
+
+	ASSERT_EQ(test_srv_start(&s, g_prov, args), 0);
+	for (int i = 0; i < GROW_PROCS; i++) {
+		pid[i] = fork();
+		ASSERT_TRUE(pid[i] >= 0);
+		if (pid[i] == 0)
+			_exit(grow_child(s.addr, (char)('a' + i)));
+	}
+	for (int i = 0; i < GROW_PROCS; i++) {
+		ASSERT_EQ(waitpid(pid[i], &status, 0), pid[i]);
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	c = client_at(s.addr);
+	ASSERT_TRUE(c != NULL);
+	for (int i = 0; i < GROW_PROCS; i++)
+		for (unsigned k = 0; k < GROW_KEYS; k++)
+			ok += check_kv(c, (char)('a' + i), k, (char)('a' + i),
+				       GROW_VAL);
+	EXPECT_EQ(ok, GROW_PROCS * GROW_KEYS);
+	ASSERT_EQ(rkv_server_stats(c, 0, &st), 0);
+	EXPECT_EQ(st.levels, 3);
+	EXPECT_EQ(st.levels_max, 3);
+	EXPECT_EQ(st.nbuckets, 256);
+	/* a fresh client: a cold get reads the key's six buckets in one
+	 * round, then the block (2 RTTs); then 1 RTT from the cache */
+	struct rkv_client *fc = client_at(s.addr);
+
+	ASSERT_TRUE(fc != NULL);
+	for (int i = 0; i < GROW_PROCS; i++) {
+		rkv_client_stats_reset(fc);
+		EXPECT_EQ(check_kv(fc, (char)('a' + i), GROW_KEYS - 1,
+				   (char)('a' + i), GROW_VAL), 1);
+		rkv_client_stats(fc, &cs);
+		EXPECT_EQ(cs.get.rtts, 2);
+		EXPECT_EQ(check_kv(fc, (char)('a' + i), GROW_KEYS - 1,
+				   (char)('a' + i), GROW_VAL), 1);
+		rkv_client_stats(fc, &cs);
+		EXPECT_EQ(cs.get.rtts, 3);
+	}
+	rkv_client_destroy(fc);
+	while ((rc = put_kv(c, 'z', more, GROW_VAL)) == 0 && more < slots)
+		more++;
+	EXPECT_EQ(rc, -ENOSPC);
+	rkv_client_stats(c, &cs);
+	printf("#   %u keys from %d processes through 2 growth steps; then "
+	       "%u more: first refusal at %u of %u slots (%.1f %%); this "
+	       "client: %llu ops started again for a new level\n",
+	       GROW_PROCS * GROW_KEYS, GROW_PROCS, more,
+	       GROW_PROCS * GROW_KEYS + more, slots,
+	       100.0 * (GROW_PROCS * GROW_KEYS + more) / slots,
+	       (unsigned long long)cs.level_news);
+	EXPECT_TRUE(GROW_PROCS * GROW_KEYS + more > slots / 100 * 90);
+	ok = 0;
+	for (int i = 0; i < GROW_PROCS; i++)
+		for (unsigned k = 0; k < GROW_KEYS; k++)
+			ok += check_kv(c, (char)('a' + i), k, (char)('a' + i),
+				       GROW_VAL);
+	for (unsigned k = 0; k < more; k++)
+		ok += check_kv(c, 'z', k, 'z', GROW_VAL);
+	EXPECT_EQ(ok, GROW_PROCS * GROW_KEYS + more);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/*
+ * A server with neither --capacity nor --index-max (it starts at 1/64 of
+ * --memory / 8 and may grow two levels): MILLION_PROCS processes put
+ * their share of 1,000,000 keys at once (50,000 in the Soft-RoCE guest,
+ * 100,000 under sanitizers), growing it; once all are in, as many fresh
+ * processes read every key back (each another's), and the server counts
+ * exactly as many keys in more levels than it started with.
+ */
+#define MILLION_PROCS 4
+
+static int million_child(const char *addr, char tag, unsigned n, int put)
+{
+	struct rkv_client *c = client_at(addr);
+	unsigned bad = 0;
+
+	if (!c)
+		return 100;
+	for (unsigned i = 0; i < n && bad < 100; i++) {
+		int rc = put ? put_kv(c, tag, i, 16) : !check_kv(c, tag, i, tag,
+								  16);
+
+		if (rc) {
+			if (put)
+				printf("#   %c: put %u: %s\n", tag, i,
+				       strerror(-rc));
+			bad++;
+		}
+	}
+	rkv_client_destroy(c);
+	return (int)bad;
+}
+
+static void million_phase(const char *addr, unsigned each, int put)
+{
+	pid_t pid[MILLION_PROCS];
+	int status;
+
+	for (int i = 0; i < MILLION_PROCS; i++) {
+		/* readers read the next writer's keys */
+		char tag = (char)('a' + (put ? i : (i + 1) % MILLION_PROCS));
+
+		pid[i] = fork();
+		ASSERT_TRUE(pid[i] >= 0);
+		if (pid[i] == 0)
+			_exit(million_child(addr, tag, each, put));
+	}
+	for (int i = 0; i < MILLION_PROCS; i++) {
+		ASSERT_EQ(waitpid(pid[i], &status, 0), pid[i]);
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+}
+
+static void t_million_grows(void)
+{
+	int verbs = !strcmp(g_prov, "verbs");
+	/* fewer keys, a smaller server (verbs pins its region and largest
+	 * index), so that it still grows */
+	const char *args[] = { "--memory", verbs ? "32M" :
+			       RKV_TEST_SANITIZED ? "64M" : "512M", NULL };
+	unsigned total = verbs ? 50000 : RKV_TEST_SANITIZED ? 100000 : 1000000;
+	unsigned each = total / MILLION_PROCS;
+	struct rkv_server_stats st0, st;
+	struct test_srv s;
+	struct rkv_client *c;
+	uint64_t t0, t1, t2;
+
+	ASSERT_EQ(test_srv_start(&s, g_prov, args), 0);
+	c = client_at(s.addr);
+	ASSERT_TRUE(c != NULL);
+	ASSERT_EQ(rkv_server_stats(c, 0, &st0), 0);
+	t0 = rkv_now_ms();
+	million_phase(s.addr, each, 1);
+	t1 = rkv_now_ms();
+	million_phase(s.addr, each, 0);
+	t2 = rkv_now_ms();
+	ASSERT_EQ(rkv_server_stats(c, 0, &st), 0);
+	printf("#   %u keys put by %d processes in %.1f s, read back by %d "
+	       "more in %.1f s: the index grew from %llu to %llu buckets "
+	       "(%llu of %llu levels), %.1f %% of its slots used\n",
+	       each * MILLION_PROCS, MILLION_PROCS, (double)(t1 - t0) / 1e3,
+	       MILLION_PROCS, (double)(t2 - t1) / 1e3,
+	       (unsigned long long)st0.nbuckets,
+	       (unsigned long long)st.nbuckets,
+	       (unsigned long long)st.levels,
+	       (unsigned long long)st.levels_max,
+	       100.0 * (double)st.keys / (double)(st.nbuckets *
+						   st.bucket_slots));
+	EXPECT_EQ(st0.levels, 1);
+	EXPECT_TRUE(st.levels > 1);
+	EXPECT_EQ(st.keys, each * MILLION_PROCS);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+/*
+ * ENOSPC only when the memory is full: a server of --memory 8M (1M on
+ * verbs, 2M under sanitizers) and no
+ * --capacity takes 24-byte values (64-byte blocks, the smallest) until
+ * its first refusal; by then its index has grown to its largest and the
+ * data region is at least 90 % used.
+ */
+static void t_full_memory(void)
+{
+	/* the Soft-RoCE guest: an eighth of the keys; sanitizers a quarter */
+	const char *args[] = { "--memory", !strcmp(g_prov, "verbs") ? "1M" :
+			       RKV_TEST_SANITIZED ? "2M" : "8M", NULL };
+	struct rkv_server_stats st;
+	struct test_srv s;
+	struct rkv_client *c;
+	unsigned n = 0;
+	int rc;
+
+	ASSERT_EQ(test_srv_start(&s, g_prov, args), 0);
+	c = client_at(s.addr);
+	ASSERT_TRUE(c != NULL);
+	while ((rc = put_kv(c, 'm', n, 24)) == 0 && n < 1000000)
+		n++;
+	EXPECT_EQ(rc, -ENOSPC);
+	ASSERT_EQ(rkv_server_stats(c, 0, &st), 0);
+	double data = 1.0 - (double)(st.data_free + st.data_grace) /
+				    (double)st.data_len;
+	double idx = (double)st.keys / (double)(st.nbuckets * st.bucket_slots);
+
+	printf("#   %u keys of 24-byte values before the first ENOSPC: data "
+	       "%.1f %% used, index %.1f %% of %llu slots (%llu of %llu "
+	       "levels)\n", n, 100 * data, 100 * idx,
+	       (unsigned long long)(st.nbuckets * st.bucket_slots),
+	       (unsigned long long)st.levels,
+	       (unsigned long long)st.levels_max);
+	EXPECT_EQ(st.levels, st.levels_max);
+	EXPECT_TRUE(data >= 0.90);
+	unsigned ok = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		ok += check_kv(c, 'm', i, 'm', 24);
+	EXPECT_EQ(ok, n);
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_prov = test_itest_init(argc, argv, 600);
 	if (!g_prov)
 		return 77;
 	RKV_TEST(t_index_fill);
+	RKV_TEST(t_index_grows);
+	RKV_TEST(t_million_grows);
+	RKV_TEST(t_full_memory);
 	RKV_TEST(t_late_return);
 	RKV_TEST(t_fragmented);
 	RKV_TEST(t_oneshot_cli);

@@ -148,7 +148,8 @@ check "rkv-server: host that does not resolve: exit 1, one line with the cause" 
 
 # ---------------------------------------------------- per provider
 for P in $PROVIDERS; do
-  start_server SRV "$(listen_of "$P" plain)" --memory 16M --capacity 16
+  start_server SRV "$(listen_of "$P" plain)" --memory 16M --capacity 16 \
+    --index-max 0
   plain_pid=$LAST_PID
   start_server SEC "$(listen_of "$P" sec)" --memory 16M --secret-file "$tmp/secret"
   sec_pid=$LAST_PID
@@ -219,7 +220,8 @@ for P in $PROVIDERS; do
     "^rkv: del k: Permission denied \\(a --read-only client cannot write\\)"
   R get absent
   check "$P: rkv: absent key: exit 1" 1 "^rkv: get absent: not found"
-  # --capacity 16: 2 buckets of 32 slots; the 65th key cannot fit
+  # --capacity 16 --index-max 0: 2 buckets of 32 slots that do not
+  # grow; the 65th key cannot fit
   for i in $(seq 1 70); do
     R put "fill-$i" v
     [ "$rc" = 0 ] || break

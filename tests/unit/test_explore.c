@@ -292,6 +292,26 @@ static void t_nearly_full(void)
 	x_run(&sc);
 }
 
+/*
+ * The index grows under two inserters of K (layout.h "Levels"): its one
+ * free slot goes to J or to one of them, the others find every candidate
+ * full and ask for a level; an inserter that read one level must not
+ * commit beside a copy in the new one, and a reader must not miss it.
+ */
+static void t_grow_insert_insert(void)
+{
+	static const struct x_scenario sc = {
+		.name = "grow_insert_insert", .nclients = 3,
+		.ops = {
+			{ { X_PUT, "J", "A1" }, { X_PUT, "K", "A2" } },
+			{ { X_PUT, "K", "B1" } },
+			{ { X_GET, "K", NULL }, { X_GET, "J", NULL } },
+		},
+		.layout_key = "K", .empty = 0x1, .grow = 1,
+	};
+	x_run(&sc);
+}
+
 int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, x_watchdog_s(480, 600));
@@ -309,6 +329,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_client_dies);
 	RKV_TEST(t_lock_holder_dies);
 	RKV_TEST(t_nearly_full);
+	RKV_TEST(t_grow_insert_insert);
 	RKV_TEST(x_summary);
 	return rkv_test_done();
 }

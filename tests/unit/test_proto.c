@@ -524,6 +524,51 @@ static void t_hashing(void)
 	EXPECT_TRUE(b1 != b2);
 }
 
+/* Levels (layout.h): level 0's pair is rkv_key_buckets's, each level
+ * after adds two different buckets of its own range, spread evenly; a
+ * 1-bucket level 0 gives one bucket there. */
+static void t_level_buckets(void)
+{
+	static unsigned hits[RKV_INDEX_LEVELS_MAX][56 * 2];
+	struct rkv_key_hash kh;
+	uint64_t b[RKV_KEY_BUCKETS_MAX], b1, b2;
+	char k[32];
+
+	EXPECT_EQ(rkv_index_nbuckets(2, 1), 2);
+	EXPECT_EQ(rkv_index_nbuckets(2, 2), 16);
+	EXPECT_EQ(rkv_index_nbuckets(2, 3), 128);
+	for (int i = 0; i < 20000; i++) {
+		int n = snprintf(k, sizeof(k), "key%d", i);
+
+		rkv_key_hash(k, (size_t)n, &kh);
+		rkv_key_buckets(&kh, 2, &b1, &b2);
+		ASSERT_EQ(rkv_key_level_buckets(&kh, 2, 3, b), 6);
+		EXPECT_TRUE(b[0] == b1 && b[1] == b2);
+		for (unsigned l = 1; l < 3; l++) {
+			uint64_t lo = rkv_index_nbuckets(2, l),
+				 hi = rkv_index_nbuckets(2, l + 1);
+
+			EXPECT_TRUE(b[2 * l] != b[2 * l + 1]);
+			EXPECT_TRUE(b[2 * l] >= lo && b[2 * l] < hi);
+			EXPECT_TRUE(b[2 * l + 1] >= lo && b[2 * l + 1] < hi);
+			if (l == 1) {
+				hits[1][b[2] - lo]++;
+				hits[1][14 + b[3] - lo]++;
+			}
+		}
+		EXPECT_EQ(rkv_key_level_buckets(&kh, 2, 1, b), 2);
+		EXPECT_EQ(rkv_key_level_buckets(&kh, 1, 2, b), 3);
+		EXPECT_EQ(b[0], 0);
+		EXPECT_TRUE(b[1] >= 1 && b[1] < 8 && b[2] >= 1 && b[2] < 8);
+	}
+	/* 20000 keys over level 1's 14 buckets, each choice: within 15 % */
+	for (int i = 0; i < 28; i++)
+		EXPECT_TRUE(hits[1][i] > 1428 * 85 / 100 &&
+			    hits[1][i] < 1428 * 115 / 100);
+	EXPECT_EQ(rkv_level_word_levels(2), 2);
+	EXPECT_EQ(rkv_level_word_levels(0x102), 0);
+}
+
 static void t_jump_hash(void)
 {
 	unsigned cnt[5] = { 0 };
@@ -703,27 +748,32 @@ static void t_msg_counter(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
 
-	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 20 bytes of body now;
+	/* HELLO_REPLY is 80 + RKV_SERVER_NAME_MAX + 28 bytes of body now;
 	 * the older forms (64: no counter fields, 80: no server name,
 	 * 80 + name: no flags, + 4: no max value, + 8: no big grace, + 12:
-	 * no fence epoch, + 16: no bucket slots) are refused, not half-read,
-	 * and so is a name without its NUL */
+	 * no fence epoch, + 16: no bucket slots, + 20: no levels) are
+	 * refused, not half-read, and so is a name without its NUL */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_HELLO_REPLY;
 	m.u.hello_reply.counters_count = 7;
 	m.u.hello_reply.flags = RKV_HELLO_REPLY_READ_ONLY;
+	m.u.hello_reply.levels_max = 3;
+	m.u.hello_reply.levels = 2;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 20);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 28);
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.hello_reply.flags, RKV_HELLO_REPLY_READ_ONLY);
+	EXPECT_EQ(d.u.hello_reply.levels_max, 3);
+	EXPECT_EQ(d.u.hello_reply.levels, 2);
 	uint32_t olds[] = { RKV_MSG_HDR_SIZE + 64, RKV_MSG_HDR_SIZE + 80,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 4,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 8,
 			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 12,
-			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 16 };
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 16,
+			    RKV_MSG_HDR_SIZE + 80 + RKV_SERVER_NAME_MAX + 20 };
 
-	for (unsigned i = 0; i < 7; i++) {
+	for (unsigned i = 0; i < 8; i++) {
 		memcpy(buf + 8, &olds[i], 4);
 		EXPECT_EQ(rkv_msg_decode(buf, olds[i], &d), -EBADMSG);
 	}
@@ -831,29 +881,60 @@ static void t_msg_auth(void)
 	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n, &d), -EBADMSG);
 	EXPECT_EQ(rkv_msg_encode(&m, buf, RKV_MSG_HDR_SIZE + 31), -ENOSPC);
 
-	/* STATS_REPLY carries auth_failures, denied, then bucket_slots,
-	 * last */
+	/* STATS_REPLY carries auth_failures, denied, bucket_slots, then
+	 * levels, levels_max and index_slots, last */
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = RKV_MSG_STATS_REPLY;
 	m.u.stats_reply.ctrl_msgs = 3;
 	m.u.stats_reply.auth_failures = 42;
 	m.u.stats_reply.denied = 7;
 	m.u.stats_reply.bucket_slots = 32;
+	m.u.stats_reply.levels = 2;
+	m.u.stats_reply.levels_max = 3;
+	m.u.stats_reply.index_slots = 99;
 	n = rkv_msg_encode(&m, buf, sizeof(buf));
-	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 16 * 8);
-	EXPECT_EQ(buf[n - 24], 42);
-	EXPECT_EQ(buf[n - 16], 7);
-	EXPECT_EQ(buf[n - 8], 32);
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 19 * 8);
+	EXPECT_EQ(buf[n - 48], 42);
+	EXPECT_EQ(buf[n - 40], 7);
+	EXPECT_EQ(buf[n - 32], 32);
+	EXPECT_EQ(buf[n - 24], 2);
+	EXPECT_EQ(buf[n - 16], 3);
+	EXPECT_EQ(buf[n - 8], 99);
 	ASSERT_EQ(rkv_msg_decode(buf, (size_t)n, &d), 0);
 	EXPECT_EQ(d.u.stats_reply.auth_failures, 42);
 	EXPECT_EQ(d.u.stats_reply.denied, 7);
 	EXPECT_EQ(d.u.stats_reply.bucket_slots, 32);
+	EXPECT_EQ(d.u.stats_reply.levels, 2);
+	EXPECT_EQ(d.u.stats_reply.levels_max, 3);
+	EXPECT_EQ(d.u.stats_reply.index_slots, 99);
 	EXPECT_EQ(d.u.stats_reply.ctrl_msgs, 3);
-	/* the 15-counter form is refused, not half-read */
-	uint32_t old_len = RKV_MSG_HDR_SIZE + 15 * 8;
+	/* the 16-counter form (version 8) is refused, not half-read */
+	uint32_t old_len = RKV_MSG_HDR_SIZE + 16 * 8;
 
 	memcpy(buf + 8, &old_len, 4);
 	EXPECT_EQ(rkv_msg_decode(buf, old_len, &d), -EBADMSG);
+
+	/* GROW and its reply */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_GROW;
+	m.u.grow.levels = 2;
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(d.u.grow.levels, 2);
+	EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_GROW), "GROW");
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 4);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n - 1, &d), -EBADMSG);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = RKV_MSG_GROW_REPLY;
+	m.u.grow_reply.status = -ENOSPC;
+	m.u.grow_reply.levels = 3;
+	ASSERT_EQ(roundtrip(&m, &d), 0);
+	EXPECT_EQ(d.u.grow_reply.status, -ENOSPC);
+	EXPECT_EQ(d.u.grow_reply.levels, 3);
+	EXPECT_STREQ(rkv_msg_type_str(RKV_MSG_GROW_REPLY), "GROW_REPLY");
+	n = rkv_msg_encode(&m, buf, sizeof(buf));
+	EXPECT_EQ(n, RKV_MSG_HDR_SIZE + 8);
+	EXPECT_EQ(rkv_msg_decode(buf, (size_t)n + 1, &d), -EBADMSG);
 }
 
 static void t_msg_reject(void)
@@ -1014,6 +1095,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_block_decode_composed);
 	RKV_TEST(t_auth_mac);
 	RKV_TEST(t_hashing);
+	RKV_TEST(t_level_buckets);
 	RKV_TEST(t_jump_hash);
 	RKV_TEST(t_msg_roundtrip);
 	RKV_TEST(t_msg_reject);

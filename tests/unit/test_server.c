@@ -335,8 +335,9 @@ static void t_index_fence_move(void)
 	src[5] = rkv_slot_bump(77) | RKV_SLOT_MOVED; /* moved already */
 	src[NS + 7] = rkv_part_word(RKV_PART_GONE, 3);
 	src[NS + RKV_PART_WORDS] = 123456789; /* the lease word */
+	src[NS + RKV_PART_WORDS + RKV_INDEX_LEVEL_WORD] = 1; /* one level */
 	memcpy(orig, src, words * 8);
-	rkv_srv_index_fence_move(dst, src, NS, 9);
+	rkv_srv_index_fence_move(dst, src, NS, NS, 9);
 	EXPECT_EQ(memcmp(dst, orig, words * 8), 0);
 	for (size_t i = 0; i < NS; i++) {
 		EXPECT_TRUE(src[i] != orig[i]);
@@ -348,6 +349,31 @@ static void t_index_fence_move(void)
 	for (unsigned p = 0; p < RKV_PART_WORDS; p++)
 		EXPECT_EQ_U64(src[NS + p], rkv_part_word(RKV_PART_GONE, 9));
 	EXPECT_EQ_U64(src[NS + RKV_PART_WORDS], 0);
+	EXPECT_EQ_U64(src[NS + RKV_PART_WORDS + RKV_INDEX_LEVEL_WORD], 1);
+
+	/* an index that may grow: only the levels in use move and are
+	 * poisoned; the rest stays 0 on both sides; the level word is
+	 * copied (2 of 3 levels of 1 bucket: 8 + 56 of 512 slots) */
+	enum { NG = 512, USED = 64 };
+	const size_t gw = NG + RKV_INDEX_EXTRA / 8;
+	uint64_t *gs = calloc(gw, 8), *gd = calloc(gw, 8);
+
+	ASSERT_TRUE(gs && gd);
+	for (size_t i = 0; i < USED; i++)
+		gs[i] = i % 2 ? (0x777ull * i) : 0;
+	gs[NG + RKV_PART_WORDS + RKV_INDEX_LEVEL_WORD] = 2;
+	rkv_srv_index_fence_move(gd, gs, NG, USED, 4);
+	for (size_t i = 0; i < USED; i++) {
+		EXPECT_EQ_U64(gd[i], i % 2 ? (0x777ull * i) : 0);
+		EXPECT_TRUE(rkv_slot_moved(gs[i]));
+	}
+	for (size_t i = USED; i < NG; i++)
+		EXPECT_TRUE(gs[i] == 0 && gd[i] == 0);
+	EXPECT_EQ_U64(gd[NG + RKV_PART_WORDS + RKV_INDEX_LEVEL_WORD], 2);
+	EXPECT_EQ_U64(gd[NG], 0);
+	EXPECT_EQ_U64(gs[NG], rkv_part_word(RKV_PART_GONE, 4));
+	free(gs);
+	free(gd);
 	free(src);
 	free(dst);
 	free(orig);
@@ -427,7 +453,10 @@ static void t_config_parse(void)
 	EXPECT_EQ(cfg.gid_index, -1);
 	EXPECT_EQ(cfg.log_level, RKV_LOG_INFO);
 	EXPECT_EQ(cfg.bucket_slots, 32);
-	EXPECT_EQ(cfg.nbuckets, 65536);
+	/* no --capacity: 1/64 of --memory / 8, three levels to reach it */
+	EXPECT_EQ(cfg.nbuckets, 2048);
+	EXPECT_EQ(cfg.levels_max, 3);
+	EXPECT_EQ(cfg.capacity, 0);
 
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--listen", "shm:///rkv-t",
 			"--memory", "1M", "--buckets", "1024", "--lease", "50",
@@ -437,6 +466,7 @@ static void t_config_parse(void)
 	EXPECT_STREQ(cfg.listen, "shm:///rkv-t");
 	EXPECT_EQ(cfg.memory, K * K);
 	EXPECT_EQ(cfg.nbuckets, 1024);
+	EXPECT_EQ(cfg.levels_max, 1); /* --buckets alone: a fixed index */
 	EXPECT_EQ(cfg.lease_ms, 50);
 	EXPECT_EQ(cfg.grace_ms, 500);
 	EXPECT_EQ(cfg.chunk, 64 * K);
@@ -466,9 +496,42 @@ static void t_config_parse(void)
 			"--bucket-slots", "8", NULL), 0);
 	EXPECT_EQ(cfg.nbuckets, 32);
 	EXPECT_EQ(cfg.bucket_slots, 8);
+	EXPECT_EQ(cfg.levels_max, 3);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--bucket-slots", "64", NULL),
 		  0);
-	EXPECT_EQ(cfg.nbuckets, 32768);
+	EXPECT_EQ(cfg.nbuckets, 1024);
+	EXPECT_EQ(cfg.levels_max, 3);
+	/* levels while they fit in --index-max */
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--buckets", "4",
+			"--index-max", "64K", NULL), 0);
+	EXPECT_EQ(cfg.nbuckets, 4);
+	EXPECT_EQ(cfg.levels_max, 3);
+	EXPECT_EQ(rkv_srv_nslots(&cfg), 256 * 32);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--buckets", "4",
+			"--index-max", "63K", NULL), 0);
+	EXPECT_EQ(cfg.levels_max, 2);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "1000000",
+			"--memory", "64M", NULL), 0);
+	EXPECT_EQ(cfg.nbuckets, 65536);
+	EXPECT_EQ(cfg.levels_max, 1); /* 16 MiB: over 64M / 8 for a level */
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--buckets", "1024",
+			"--index-max", "64K", NULL), -EINVAL);
+	EXPECT_TRUE(strstr(err, "--index-max") != NULL);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--index-max", "1K", NULL),
+		  0);
+	EXPECT_EQ(cfg.nbuckets, 2);
+	EXPECT_EQ(cfg.levels_max, 1);
+	/* 0: a fixed index, of --capacity's default million keys */
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--index-max", "0", NULL), 0);
+	EXPECT_EQ(cfg.nbuckets, 65536);
+	EXPECT_EQ(cfg.levels_max, 1);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--index-max", "0",
+			"--capacity", "100", NULL), 0);
+	EXPECT_EQ(cfg.nbuckets, 8);
+	EXPECT_EQ(cfg.levels_max, 1);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--index-max", "x", NULL),
+		  -EINVAL);
+	EXPECT_TRUE(strstr(err, "index-max") != NULL);
 	static const char *const bad_slots[] = { "4", "12", "128", "0", "x" };
 
 	for (size_t i = 0; i < sizeof(bad_slots) / sizeof(bad_slots[0]); i++) {
@@ -534,8 +597,12 @@ static void t_config_print(void)
 	rkv_srv_config_print(&cfg, f);
 	fclose(f);
 	EXPECT_TRUE(strstr(buf, "memory       256M") != NULL);
-	EXPECT_TRUE(strstr(buf, "65536 (index 16M, 1572864 keys for sure, "
-				"at 75%)") != NULL);
+	EXPECT_TRUE(strstr(buf, "2048 (index 512K, 49152 keys for sure, "
+				"at 75%; grows online to 3 levels, 32M)") !=
+		    NULL);
+	EXPECT_TRUE(strstr(buf, "capacity     (none: the index starts "
+				"small)") != NULL);
+	EXPECT_TRUE(strstr(buf, "index-max    (--memory / 8)") != NULL);
 	EXPECT_TRUE(strstr(buf, "bucket-slots 32") != NULL);
 	EXPECT_TRUE(strstr(buf, "log-level    info") != NULL);
 }
