@@ -418,7 +418,8 @@ static int pass_slot(struct mig *m, unsigned pi, uint64_t i, uint64_t w,
 	return m->ntodo == CHAIN ? flush_todo(m, pi, left) : 0;
 }
 
-/* Room for n slots of state (more levels in use: layout.h "Levels"). */
+/* Room for n slots of state, the new ones unknown (scan_state: from none;
+ * more levels in use: layout.h "Levels"). */
 static int state_grow(struct mig *m, uint64_t n)
 {
 	uint64_t o = m->nslots;
@@ -605,21 +606,16 @@ static int setup(struct mig *m, const struct rkv_mig_opts *o, char *why,
 /* Room to remember peer pi's slots. */
 static int scan_state(struct mig *m, unsigned pi)
 {
-	uint64_t n = peer_nslots(&m->c->peer[pi]);
-
 	rkv_free(m->seen);
 	rkv_free(m->part);
 	rkv_free(m->copied);
 	rkv_free(m->tent_since);
-	m->nslots = n;
-	m->seen = rkv_calloc(n, sizeof(*m->seen));
-	m->part = rkv_malloc(n * sizeof(*m->part));
-	m->copied = rkv_calloc(n, 1);
-	m->tent_since = rkv_calloc(n, sizeof(*m->tent_since));
-	if (!m->seen || !m->part || !m->copied || !m->tent_since)
-		return say(m, -ENOMEM, "out of memory");
-	memset(m->part, 0xff, n * sizeof(*m->part));
-	return 0;
+	m->seen = NULL;
+	m->part = NULL;
+	m->copied = NULL;
+	m->tent_since = NULL;
+	m->nslots = 0;
+	return state_grow(m, peer_nslots(&m->c->peer[pi]));
 }
 
 static void teardown(struct mig *m)
