@@ -78,6 +78,7 @@ static void slot_take(struct rkv_client *c, struct opslot *o,
 	o->kind = k;
 	o->x = x;
 	o->x_try = x != NULL;
+	o->direct_no = 0;
 	if (x)
 		x->split = 0;
 	o->d = d;

@@ -217,4 +217,8 @@ void op_big_release(struct opslot *o)
 		bigbuf_put(o->c, o->wbig);
 		o->wbig = NULL;
 	}
+	if (o->umr) {
+		rkv_mr_dereg(o->umr);
+		o->umr = NULL;
+	}
 }

@@ -98,6 +98,7 @@ enum ins_step {
 enum kind_step {
 	GET_CACHED = 0x30,  /* READ slot word + cached block */
 	GET_SPLIT,          /* split get: word, head, tail elsewhere */
+	GET_DIRECT,         /* big value: word, head, value into op->buf */
 	PUT_CAS,            /* CAS the key's slot to our block */
 	DEL_CACHED,         /* CAS the cached slot to empty (+ header) */
 	DEL_CAS,            /* CAS the located slot to empty */
@@ -349,6 +350,12 @@ struct opslot {
 	uint32_t own_lkey;       /* unless a big block needs more (rbig) */
 	struct bigbuf *rbig;     /* bigbuf.c: a bigger op buffer ... */
 	struct bigbuf *wbig;     /* ... and new-block buffer for this op */
+	/* a direct get (op_get.c): the caller's buffer registered for the
+	 * op, the value length the round READ into it, and whether the op
+	 * gave the path up (another shape: the plain get decides) */
+	struct rkv_mr *umr;
+	size_t direct_len;
+	int direct_no;
 	/* locate */
 	struct cand cand[MAX_CAND];
 	unsigned ncand;
@@ -588,6 +595,9 @@ int blk_deleted(const char *blk);
 void get_deliver(struct opslot *o, const char *blk, uint32_t size,
 		 unsigned pos, uint64_t slot);
 void get_round(struct opslot *o);
+/* Start a round from cached entry ce (a cache hit): o's slot, expected
+ * word and entry set, the slot word READ to OB_WORD first. */
+void get_cached_begin(struct opslot *o, struct cache_ent *ce);
 void get_attempt(struct opslot *o);
 void rmw_attempt(struct opslot *o);
 void rmw_round(struct opslot *o);

@@ -28,14 +28,7 @@ static int split_round(struct opslot *o, struct cache_ent *ce)
 		o->x_try = 0;
 		return 0;
 	}
-	o->c->st.cache_hits++;
-	o->cached = 1;
-	o->ce = ce; /* get_deliver refreshes it (cache_hit) */
-	o->ce_gen = ce->gen;
-	o->slot_pos = ce->pos;
-	o->expect = ce->slot;
-	round_begin(o);
-	rd(o, OB_WORD, ce->slot_addr, o->p->ctrl.keys.index, 8);
+	get_cached_begin(o, ce); /* split_deliver refreshes ce */
 	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)pre);
 	op_read_block(o, ce->blk_size);
 	if (x->tail_len)

@@ -4,23 +4,49 @@
  * the slot word and the block together; if the word still names the
  * block and the attempt was quick, the block is the value (1 RTT).
  * Otherwise locate (2 RTTs: buckets, then candidate blocks).
+ *
+ * A big value (a block over the op buffer's INLINE_BLOCK) whose cached
+ * location knows its length is READ straight into the caller's buffer
+ * where registering that buffer costs a table entry (tcp, shm; verbs
+ * pins, so it reads into a registered big buffer and copies): the same
+ * round READs the slot word, the header, key and value head into the op
+ * buffer, and the value into op->buf.  The checksum is verified over the
+ * two pieces before the op succeeds (a torn value is read again over the
+ * same bytes); a block of another shape goes the plain way.
  */
 #include "client.h"
 
 #include <errno.h>
 #include <string.h>
 
-void get_deliver(struct opslot *o, const char *blk, uint32_t size,
-		 unsigned pos, uint64_t slot)
+/* Answer the op from blk (size bytes), read from slot word slot at pos;
+ * verified: the locate round checked it (loc_check_cands: header,
+ * checksum, key), so a host op copies it out without hashing it again. */
+static void deliver(struct opslot *o, const char *blk, uint32_t size,
+		    unsigned pos, uint64_t slot, int verified)
 {
 	const void *v;
 	uint32_t vl;
 	struct blk_info bi;
-	int rc;
+	int rc, copied = 0;
 
 	if (!op_lease_ok(o))
 		return;
-	rc = blk_decode(o, blk, size, &v, &vl, NULL);
+	if (verified && !o->d) {
+		const struct rkv_block_hdr *h = (const void *)blk;
+
+		v = blk + RKV_BLOCK_HDR_SIZE + h->key_len;
+		vl = h->val_len;
+		rc = 0;
+	} else if (!o->d && size > INLINE_BLOCK) {
+		/* a big value is copied out as it is verified */
+		rc = rkv_block_decode_copy(blk, size, o->op->key,
+					   o->op->key_len, o->op->buf,
+					   o->op->buf_cap, &vl, &copied);
+		v = blk + RKV_BLOCK_HDR_SIZE + o->op->key_len;
+	} else {
+		rc = blk_decode(o, blk, size, &v, &vl, NULL);
+	}
 	if (rc == -EIO) { /* device op: CUDA failed (logged) */
 		op_finish(o, rc);
 		return;
@@ -51,8 +77,93 @@ void get_deliver(struct opslot *o, const char *blk, uint32_t size,
 		op_finish(o, -ENOBUFS);
 		return;
 	}
-	if (vl)
+	if (vl && !copied)
 		memcpy(o->op->buf, v, vl);
+	op_finish(o, 0);
+}
+
+void get_deliver(struct opslot *o, const char *blk, uint32_t size,
+		 unsigned pos, uint64_t slot)
+{
+	deliver(o, blk, size, pos, slot, 0);
+}
+
+void get_cached_begin(struct opslot *o, struct cache_ent *ce)
+{
+	o->c->st.cache_hits++;
+	o->cached = 1;
+	o->ce = ce;
+	o->ce_gen = ce->gen;
+	o->slot_pos = ce->pos;
+	o->expect = ce->slot;
+	round_begin(o);
+	rd(o, OB_WORD, ce->slot_addr, o->p->ctrl.keys.index, 8);
+}
+
+/* Whether o may READ ce's block's value straight into op->buf. */
+static int direct_ok(const struct opslot *o, const struct cache_ent *ce)
+{
+	enum rkv_tp_provider pv = rkv_tp_provider(o->c->eng.tp);
+	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len;
+
+	return !o->d && !o->x && !o->direct_no && ce->info_known &&
+	       (pv == RKV_TP_TCP || pv == RKV_TP_SHM) &&
+	       ce->blk_size > INLINE_BLOCK && ce->info.val_len > BLK_HEAD &&
+	       ce->info.val_len <= o->op->buf_cap &&
+	       pre + ce->info.val_len <= ce->blk_size &&
+	       pre + BLK_HEAD <= o->room;
+}
+
+/* Post the direct round for ce; 0 when the buffer cannot be registered
+ * (the plain get then). */
+static int direct_round(struct opslot *o, struct cache_ent *ce)
+{
+	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len;
+	size_t vl = ce->info.val_len;
+	uint64_t a = data_addr(o, ce->slot);
+
+	if (!o->umr && rkv_mr_reg(o->c->eng.tp, o->op->buf, o->op->buf_cap,
+				  RKV_ACCESS_LOCAL_WRITE, &o->umr)) {
+		o->umr = NULL;
+		o->direct_no = 1;
+		return 0;
+	}
+	get_cached_begin(o, ce);
+	o->direct_len = vl;
+	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)(pre + BLK_HEAD));
+	op_read_block(o, ce->blk_size);
+	rd_to(o, o->op->buf, o->umr->lkey, a + pre, (uint32_t)vl);
+	round_post(o, GET_DIRECT);
+	return 1;
+}
+
+/* The direct round came back and the slot still names the block. */
+static void direct_deliver(struct opslot *o, uint64_t slot)
+{
+	const char *blk = o->buf + OB_BLOCKS;
+	const struct rkv_block_hdr *h = (const void *)blk;
+	size_t kl = o->op->key_len;
+
+	if (!op_lease_ok(o))
+		return;
+	if (h->key_len != kl || h->val_len != o->direct_len ||
+	    blk_deleted(blk)) {
+		/* another shape, or torn: the plain get decides */
+		o->direct_no = 1;
+		op_attempt(o);
+		return;
+	}
+	if (rkv_block_checksum_split(blk, RKV_BLOCK_HDR_SIZE + kl, o->op->buf,
+				     h->val_len) != h->checksum ||
+	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
+		cache_drop(o->c, o);
+		op_retry(o);
+		return;
+	}
+	/* the entry's info from the head READ into the op buffer */
+	cache_hit(o->c, o, o->ce, o->ce_gen, slot & ~RKV_SLOT_LOCK,
+		  rkv_slot_size(o->expect), blk);
+	o->op->out_len = h->val_len;
 	op_finish(o, 0);
 }
 
@@ -60,17 +171,12 @@ void get_attempt(struct opslot *o)
 {
 	struct cache_ent *ce = cache_find_any(o->c, o);
 
+	if (ce && direct_ok(o, ce) && direct_round(o, ce))
+		return;
 	if (ce && ce->blk_size > o->room && op_room(o, ce->blk_size))
 		ce = NULL; /* no buffer for it: locate (and fail there) */
 	if (ce) {
-		o->c->st.cache_hits++;
-		o->cached = 1;
-		o->ce = ce;
-		o->ce_gen = ce->gen;
-		o->slot_pos = ce->pos;
-		o->expect = ce->slot;
-		round_begin(o);
-		rd(o, OB_WORD, ce->slot_addr, o->p->ctrl.keys.index, 8);
+		get_cached_begin(o, ce);
 		rd_blk(o, OB_BLOCKS, data_addr(o, ce->slot), ce->blk_size);
 		round_post(o, GET_CACHED);
 		return;
@@ -85,11 +191,15 @@ void get_round(struct opslot *o)
 {
 	uint64_t w = word_at(o, OB_WORD);
 
-	/* GET_CACHED */
+	/* GET_CACHED, GET_DIRECT */
 	/* a moved slot still names the block, but the key's value is on
 	 * another server now (op_mig.c) */
 	if (!op_too_slow(o) && !rkv_slot_empty(w) && !rkv_slot_moved(w) &&
 	    rkv_slot_same_block(w, o->expect)) {
+		if (o->step == GET_DIRECT) {
+			direct_deliver(o, w);
+			return;
+		}
 		get_deliver(o, o->buf + OB_BLOCKS, rkv_slot_size(o->expect),
 			    o->slot_pos, w);
 		return;
@@ -101,8 +211,8 @@ void get_round(struct opslot *o)
 
 void get_found(struct opslot *o, struct cand *cd)
 {
-	get_deliver(o, o->buf + cd->buf_off, rkv_slot_size(cd->slot), cd->pos,
-		    cd->slot);
+	deliver(o, o->buf + cd->buf_off, rkv_slot_size(cd->slot), cd->pos,
+		cd->slot, 1);
 }
 
 void get_absent(struct opslot *o)

@@ -54,6 +54,17 @@ XXH_TARGET_AVX2 static uint64_t long_avx2(const void *p, size_t n,
 					  XXH3_scrambleAcc_avx2);
 }
 
+XXH_TARGET_AVX2 static void upd_avx2(XXH3_state_t *st, const void *p,
+				      size_t n)
+{
+	XXH3_update(st, p, n, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
+}
+
+static void upd_sse2(XXH3_state_t *st, const void *p, size_t n)
+{
+	XXH3_update(st, p, n, XXH3_accumulate_512_sse2, XXH3_scrambleAcc_sse2);
+}
+
 static int have_avx2(void)
 {
 	__builtin_cpu_init(); /* we may run before libgcc's constructor */
@@ -75,6 +86,55 @@ static const struct {
 #endif
 	{ "scalar", long_scalar },
 };
+
+static void upd_scalar(XXH3_state_t *st, const void *p, size_t n)
+{
+	XXH3_update(st, p, n, XXH3_accumulate_512_scalar,
+		    XXH3_scrambleAcc_scalar);
+}
+
+void rkv_hash_start(struct rkv_hash_state *h, const struct rkv_hash_seed *s)
+{
+	memset(h, 0, sizeof(*h)); /* gcc's maybe-uninitialized */
+	/* the prepared secret: the digest of XXH3_64bits_reset_withSeed */
+	XXH3_64bits_reset_withSecretandSeed(&h->st, s->secret,
+					    RKV_HASH_SECRET_SIZE, s->seed);
+}
+
+/* The streaming loop of the variant in use (tests switch it). */
+void rkv_hash_update(struct rkv_hash_state *h, const void *p, size_t n)
+{
+#ifdef RKV_HASH_X86
+	if (g_rkv_hash_long == long_avx2)
+		upd_avx2(&h->st, p, n);
+	else if (g_rkv_hash_long == long_sse2)
+		upd_sse2(&h->st, p, n);
+	else
+#endif
+		upd_scalar(&h->st, p, n);
+}
+
+uint64_t rkv_hash_digest(const struct rkv_hash_state *h)
+{
+	return XXH3_64bits_digest(&h->st);
+}
+
+void rkv_hash_copy(struct rkv_hash_state *h, void *dst, const void *src,
+		   size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+
+	while (n) {
+		size_t k = n < RKV_HASH_COPY_CHUNK ? n : RKV_HASH_COPY_CHUNK;
+
+		memcpy(d, s, k);
+		rkv_hash_update(h, d, k);
+		d += k;
+		s += k;
+		n -= k;
+	}
+}
 
 const char *rkv_hash_variant(unsigned i, rkv_hash_long_fn *fn)
 {

@@ -58,6 +58,30 @@ static inline uint64_t rkv_hash64_prep(const struct rkv_hash_seed *s,
 }
 
 /*
+ * Streaming: the digest of the bytes given to rkv_hash_update (or copied
+ * by rkv_hash_copy) since rkv_hash_start, in order, is rkv_hash64_prep(s,
+ * their concatenation, n) whatever the pieces; the long loop runs in the
+ * variant g_rkv_hash_long is.  The state keeps a pointer to s's secret: s
+ * outlives it.
+ */
+struct rkv_hash_state {
+	XXH3_state_t st;
+};
+
+void rkv_hash_start(struct rkv_hash_state *h, const struct rkv_hash_seed *s);
+void rkv_hash_update(struct rkv_hash_state *h, const void *p, size_t n);
+uint64_t rkv_hash_digest(const struct rkv_hash_state *h);
+/*
+ * memcpy(dst, src, n) and rkv_hash_update(h, dst, n), fused: the copy
+ * goes RKV_HASH_COPY_CHUNK bytes at a time and each piece is hashed while
+ * it is still in the cache, so a large value costs about one pass over
+ * memory instead of two.  dst and src do not overlap.
+ */
+#define RKV_HASH_COPY_CHUNK (64u << 10)
+void rkv_hash_copy(struct rkv_hash_state *h, void *dst, const void *src,
+		   size_t n);
+
+/*
  * The long-loop variants built in (tests, benchmarks): names "avx2",
  * "sse2", "scalar", fastest first.  rkv_hash_variant(i, &fn) returns the
  * name of variant i and sets *fn, or NULL past the last; *fn is NULL for

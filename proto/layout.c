@@ -46,17 +46,13 @@ uint64_t rkv_block_checksum(const void *buf, size_t used)
 uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
 				  const void *tail, size_t tail_len)
 {
-	XXH3_state_t st;
+	struct rkv_hash_state h;
 
-	memset(&st, 0, sizeof(st)); /* gcc's maybe-uninitialized */
-	/* the prepared secret: the digest of XXH3_64bits_reset_withSeed */
-	XXH3_64bits_reset_withSecretandSeed(&st, g_seed_block.secret,
-					    RKV_HASH_SECRET_SIZE,
-					    RKV_BLOCK_SEED);
-	XXH3_64bits_update(&st, (const char *)head + RKV_BLOCK_SUM_OFF,
-			   rkv_block_sum_len(head_len));
-	XXH3_64bits_update(&st, tail, tail_len);
-	return XXH3_64bits_digest(&st);
+	rkv_hash_start(&h, &g_seed_block);
+	rkv_hash_update(&h, (const char *)head + RKV_BLOCK_SUM_OFF,
+			rkv_block_sum_len(head_len));
+	rkv_hash_update(&h, tail, tail_len);
+	return rkv_hash_digest(&h);
 }
 
 int rkv_block_hdr_fill(struct rkv_block_hdr *h, size_t key_len,
@@ -92,6 +88,24 @@ uint32_t rkv_block_encode(void *buf, const void *key, size_t key_len,
 		return 0;
 	used = rkv_block_used(buf);
 	/* the value may already be in place (rmw callbacks write there) */
+	if (val_len >= RKV_HASH_COPY_CHUNK &&
+	    ((const char *)val + val_len <= p ||
+	     (const char *)val >= p + size)) {
+		/* a big value from elsewhere: copied and hashed in one
+		 * pass (hash.h) */
+		struct rkv_hash_state h;
+
+		memset(p + used, 0, (size_t)size - used);
+		memcpy(p + RKV_BLOCK_HDR_SIZE, key, key_len);
+		rkv_hash_start(&h, &g_seed_block);
+		rkv_hash_update(&h, p + RKV_BLOCK_SUM_OFF,
+				RKV_BLOCK_HDR_SIZE + key_len -
+					RKV_BLOCK_SUM_OFF);
+		rkv_hash_copy(&h, p + RKV_BLOCK_HDR_SIZE + key_len, val,
+			      val_len);
+		((struct rkv_block_hdr *)buf)->checksum = rkv_hash_digest(&h);
+		return (uint32_t)size;
+	}
 	if (val_len && (const char *)val != p + RKV_BLOCK_HDR_SIZE + key_len)
 		memmove(p + RKV_BLOCK_HDR_SIZE + key_len, val, val_len);
 	memcpy(p + RKV_BLOCK_HDR_SIZE, key, key_len);
@@ -151,6 +165,38 @@ int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 		*val_len = h->val_len;
 	if (hdr)
 		*hdr = h;
+	return 0;
+}
+
+int rkv_block_decode_copy(const void *buf, size_t buf_len, const void *key,
+			  size_t key_len, void *dst, size_t cap,
+			  uint32_t *val_len, int *copied)
+{
+	const struct rkv_block_hdr *h = buf;
+	const char *v;
+	struct rkv_hash_state st;
+	size_t used;
+	int rc;
+
+	*copied = 0;
+	rc = rkv_block_hdr_check(h, buf_len, &used);
+	if (rc)
+		return rc;
+	if (h->val_len < RKV_HASH_COPY_CHUNK || h->val_len > cap)
+		return rkv_block_decode(buf, buf_len, key, key_len, NULL,
+					val_len, NULL);
+	v = (const char *)buf + RKV_BLOCK_HDR_SIZE + h->key_len;
+	rkv_hash_start(&st, &g_seed_block);
+	rkv_hash_update(&st, (const char *)buf + RKV_BLOCK_SUM_OFF,
+			(size_t)(v - (const char *)buf) - RKV_BLOCK_SUM_OFF);
+	rkv_hash_copy(&st, dst, v, h->val_len);
+	if (rkv_hash_digest(&st) != h->checksum)
+		return -EBADMSG;
+	rc = key ? rkv_block_key_match(buf, key, key_len) : 0;
+	if (rc)
+		return rc;
+	*val_len = h->val_len;
+	*copied = 1;
 	return 0;
 }
 

@@ -519,6 +519,15 @@ int rkv_block_key_match(const void *buf, const void *key, size_t key_len);
 int rkv_block_decode(const void *buf, size_t buf_len, const void *key,
 		     size_t key_len, const void **val, uint32_t *val_len,
 		     const struct rkv_block_hdr **hdr);
+/*
+ * rkv_block_decode, and when the value is at least RKV_HASH_COPY_CHUNK
+ * bytes and fits in cap, the value copied to dst in the pass that
+ * verifies it (hash.h: rkv_hash_copy); *copied says whether it was.  On
+ * an error dst may hold some of the bytes read.
+ */
+int rkv_block_decode_copy(const void *buf, size_t buf_len, const void *key,
+			  size_t key_len, void *dst, size_t cap,
+			  uint32_t *val_len, int *copied);
 
 /* --------------------------------------------------------------- hashing */
 

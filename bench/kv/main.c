@@ -10,13 +10,19 @@
  *   rkv-bench-kv --servers ADDR --get-loop N [--hot H] [--value-size B]
  *                [--json FILE] [--label TEXT] [--no-load]
  *
- *   rkv-bench-kv --servers ADDR --big SIZE[,SIZE...] [--reps N] [--json FILE]
+ *   rkv-bench-kv --servers ADDR --big SIZE[,SIZE...] [--reps N] [--warm BYTES]
+ *                [--json FILE]
  *
  * --big: one thread, for each SIZE (bytes, or with K/M suffix) N
  * synchronous rkv_put of one key with a value of that size, then N
  * synchronous rkv_get of it (its location cached), each timed alone; the
  * p50s and the bytes per second they make.  bench/run-big.sh sets them
- * beside the transport's own READ and WRITE of the same bytes.
+ * beside the transport's own READ and WRITE of the same bytes.  --warm:
+ * before each size's timed puts, untimed puts of it until its blocks have
+ * covered BYTES (the server's region: a block lands where the last grant
+ * ended, so the timed ones then write memory that was written before,
+ * as the raw WRITE's buffer is, instead of pages touched for the first
+ * time; the server's --big-grace should be short for that).
  *
  * --get-loop: one thread, N synchronous rkv_get calls cycling over H hot
  * keys (default 16, values of 1024 bytes unless --value-size), every one
@@ -87,7 +93,7 @@ static void usage(FILE *f)
 		   "[--hot H] [--value-size B] [--json FILE]\n"
 		   "       [--label TEXT] [--no-load]\n"
 		   "       rkv-bench-kv --servers ADDR --big SIZE[,SIZE...] "
-		   "[--reps N] [--json FILE]\n"
+		   "[--reps N] [--warm BYTES] [--json FILE]\n"
 		   "       rkv-bench-kv --help | --version\n");
 }
 
@@ -115,8 +121,8 @@ static void quantiles(uint32_t *s, uint64_t n, uint64_t *p50, uint64_t *p99,
 /* --big: per size, reps timed puts then reps timed cached gets of one
  * key; one line each.  0, or 2 on an error (printed). */
 static int big_loop(struct rkv_client *c, const uint64_t *sizes,
-		    unsigned nsizes, uint64_t reps, const char *json,
-		    const char *servers)
+		    unsigned nsizes, uint64_t reps, uint64_t warm,
+		    const char *json, const char *servers)
 {
 	uint64_t max = 0;
 	FILE *jf = NULL;
@@ -149,6 +155,16 @@ static int big_loop(struct rkv_client *c, const uint64_t *sizes,
 		size_t kl = (size_t)snprintf(k, sizeof(k), "big-%llu",
 					     (unsigned long long)n), vl = 0;
 
+		for (uint64_t w = 0; w < (warm + n - 1) / n + 1; w++) {
+			int rc = rkv_put(c, k, kl, val, n);
+
+			if (rc) {
+				fprintf(stderr, "rkv-bench-kv: warm-up put of "
+					"%llu bytes: %s\n",
+					(unsigned long long)n, strerror(-rc));
+				return 2;
+			}
+		}
 		for (int kind = 0; kind < 2; kind++) {
 			/* one untimed first: buffers registered, location
 			 * cached */
@@ -392,19 +408,20 @@ int main(int argc, char **argv)
 		{ "hot", required_argument, NULL, 'H' },
 		{ "big", required_argument, NULL, 'B' },
 		{ "reps", required_argument, NULL, 'R' },
+		{ "warm", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *servers = NULL, *json = NULL, *label = "";
 	uint64_t keys = 100000, ops = 0, seconds = 0, vsize = 1000,
-		 inflight = 16, get_n = 0, hot = 16, big[16], reps = 10;
+		 inflight = 16, get_n = 0, hot = 16, big[16], reps = 10, warm = 0;
 	unsigned nbig = 0;
 	int vsize_set = 0;
 	unsigned mix[NTYPES] = { 70, 20, 0, 10 };
 	int no_load = 0, progress = isatty(1), ch;
 
-	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPhG:H:B:R:", lo,
+	while ((ch = getopt_long(argc, argv, "s:k:n:S:m:v:i:j:l:NPhG:H:B:R:W:", lo,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 's': servers = optarg; break;
@@ -465,6 +482,19 @@ int main(int argc, char **argv)
 			if (parse_u64("--reps", optarg, 1, 1000000, &reps))
 				return 2;
 			break;
+		case 'W': {
+			unsigned one = 0;
+			uint64_t gb[16];
+
+			if (parse_sizes(optarg, gb, &one) || one != 1) {
+				fprintf(stderr, "rkv-bench-kv: --warm: want a "
+					"size (bytes, K or M), got '%s'\n",
+					optarg);
+				return 2;
+			}
+			warm = gb[0];
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			return rkv_version_print("rkv-bench-kv",
@@ -499,7 +529,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (nbig) {
-		rc = big_loop(c, big, nbig, reps, json, servers);
+		rc = big_loop(c, big, nbig, reps, warm, json, servers);
 		rkv_client_destroy(c);
 		return rc;
 	}

@@ -705,6 +705,82 @@ static void t_read_only_raw(void)
 }
 
 
+/*
+ * A writer that scribbles over a published block (every writer holds the
+ * data region's rkey): no reader answers the scribbled value.  A 1 MiB
+ * value is read cold, then from its cached location (on tcp and shm
+ * straight into the caller's buffer, its checksum verified over the two
+ * pieces), then 64 bytes in its middle are overwritten by a raw WRITE:
+ * the cached get, a fresh client's cold get (the value copied out as it
+ * is verified) and a small value's get all fail rather than return it.
+ */
+static void t_scribbled_block(void)
+{
+	const char *more[] = { "--buckets", "16", "--memory", "16M", NULL };
+	const size_t n = 1u << 20;
+	unsigned char *v = malloc(n), *r = malloc(n);
+	static char idx[4096];
+	struct rkv_msg_hello_reply h;
+	struct rkv_client *rw = NULL, *rd = NULL, *fresh = NULL;
+	struct test_raw raw;
+	struct test_srv s;
+	uint64_t word = 0, blk_addr, big_w = 0, small_w = 0;
+	unsigned wi = 0;
+	size_t len = 0;
+	int rc;
+
+	ASSERT_TRUE(v && r);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (unsigned char)(i * 7 + 1);
+	ASSERT_EQ(start_auth(&s, more), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rw), 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &rd), 0);
+	EXPECT_EQ(rkv_put(rw, "big", 3, v, n), 0);
+	for (int i = 0; i < 2; i++) { /* cold, then cached */
+		memset(r, 0, n);
+		EXPECT_EQ(rkv_get(rd, "big", 3, r, n, &len), 0);
+		EXPECT_TRUE(len == n && memcmp(r, v, n) == 0);
+	}
+	EXPECT_EQ(rkv_put(rw, "small", 5, v, 1000), 0);
+	EXPECT_EQ(rkv_get(rd, "small", 5, r, n, &len), 0);
+	/* the two keys' slots: the big value's block is the larger */
+	ASSERT_EQ(raw_login(&raw, s.addr, 0, &h), 0);
+	ASSERT_EQ(first_slot(&raw, &h, idx, sizeof(idx), &word, &wi), 0);
+	for (unsigned i = 0; i < sizeof(idx) / 8; i++) {
+		uint64_t w;
+
+		memcpy(&w, idx + i * 8, 8);
+		if (w && rkv_slot_size(w) > n)
+			big_w = w;
+		else if (w)
+			small_w = w;
+	}
+	ASSERT_TRUE(big_w && small_w);
+	blk_addr = h.data_addr + (big_w & ((1ull << 34) - 1)) * 64;
+	memset(raw.data, 0xee, 64);
+	EXPECT_EQ(raw_onesided(&raw, RKV_WR_WRITE, blk_addr + n / 2,
+			       h.data_rkey, 64, 0, 0), RKV_WC_SUCCESS);
+	blk_addr = h.data_addr + (small_w & ((1ull << 34) - 1)) * 64;
+	EXPECT_EQ(raw_onesided(&raw, RKV_WR_WRITE, blk_addr + 512,
+			       h.data_rkey, 64, 0, 0), RKV_WC_SUCCESS);
+	test_raw_close(&raw);
+	rc = rkv_get(rd, "big", 3, r, n, &len);
+	printf("#   cached get of the scribbled block: %s\n", strerror(-rc));
+	EXPECT_TRUE(rc != 0);
+	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &fresh), 0);
+	rc = rkv_get(fresh, "big", 3, r, n, &len);
+	printf("#   cold get of the scribbled block: %s\n", strerror(-rc));
+	EXPECT_TRUE(rc != 0);
+	/* a small value's block, scribbled the same way */
+	EXPECT_TRUE(rkv_get(rd, "small", 5, r, n, &len) != 0);
+	rkv_client_destroy(fresh);
+	rkv_client_destroy(rd);
+	rkv_client_destroy(rw);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	free(v);
+	free(r);
+}
+
 /* ------------------------------------------- read-only credentials */
 
 static int start_ro(struct test_srv *s, int with_full)
@@ -2249,6 +2325,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_garbage_before_auth);
 	RKV_TEST(t_read_only_client);
 	RKV_TEST(t_read_only_raw);
+	RKV_TEST(t_scribbled_block);
 	RKV_TEST(t_ro_secret);
 	RKV_TEST(t_ro_secret_raw);
 	RKV_TEST(t_ro_secret_checks);

@@ -135,9 +135,73 @@ static void t_layout_same(void)
 	g_rkv_hash_long = saved;
 }
 
+/*
+ * The streaming hash (rkv_hash_update, rkv_hash_copy) under each variant:
+ * the one-shot digest of the whole for every way of cutting it in two or
+ * three pieces at lengths around a stripe, a block and the copy chunk,
+ * and rkv_hash_copy's copy exact.
+ */
+static void t_stream_agrees(void)
+{
+	rkv_hash_long_fn saved = g_rkv_hash_long, fn;
+	const size_t n = 3 * RKV_HASH_COPY_CHUNK + 777;
+	unsigned char *src = malloc(n), *dst = malloc(n);
+	const size_t cuts[] = { 0, 1, 63, 64, 65, 240, 241, 1024, 1025,
+				RKV_HASH_COPY_CHUNK - 1, RKV_HASH_COPY_CHUNK,
+				RKV_HASH_COPY_CHUNK + 1, n - 1, n };
+	const size_t nc = sizeof(cuts) / sizeof(cuts[0]);
+	const size_t lens[] = { 0, 100, 240, 241, 5000, n };
+	const char *name;
+	struct rkv_hash_seed s;
+	int bad = 0;
+
+	ASSERT_TRUE(src && dst);
+	for (size_t i = 0; i < n; i++)
+		src[i] = (unsigned char)(i * 131 + (i >> 9));
+	rkv_hash_seed_init(&s, RKV_BLOCK_SEED);
+	for (unsigned v = 0; (name = rkv_hash_variant(v, &fn)) != NULL; v++) {
+		if (!fn)
+			continue;
+		g_rkv_hash_long = fn;
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+			size_t len = lens[li];
+			uint64_t want = rkv_hash64(src, len, RKV_BLOCK_SEED);
+
+			for (size_t a = 0; a < nc; a++)
+				for (size_t b = a; b < nc; b++) {
+					size_t x = cuts[a], y = cuts[b];
+					struct rkv_hash_state h;
+
+					if (y > len)
+						continue;
+					memset(dst, 0, len);
+					rkv_hash_start(&h, &s);
+					rkv_hash_update(&h, src, x);
+					rkv_hash_copy(&h, dst + x, src + x,
+						      y - x);
+					rkv_hash_update(&h, src + y, len - y);
+					if (rkv_hash_digest(&h) != want ||
+					    memcmp(dst + x, src + x, y - x)) {
+						if (bad++ < 5)
+							printf("# %s: length "
+							       "%zu cut at %zu "
+							       "and %zu "
+							       "differs\n",
+							       name, len, x, y);
+					}
+				}
+		}
+	}
+	EXPECT_EQ(bad, 0);
+	g_rkv_hash_long = saved;
+	free(src);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	rkv_test_init(argc, argv, 120);
+	RKV_TEST(t_stream_agrees);
 	RKV_TEST(t_variants_agree);
 	RKV_TEST(t_pick);
 	RKV_TEST(t_layout_same);
