@@ -7,15 +7,17 @@
 #   BIG_SIZES=1M,4M BIG_PROVIDERS=shm bash bench/run-big.sh
 #
 # For each provider of BIG_PROVIDERS (default "tcp shm"): an rkv-server
-# (--memory 1G, --big-grace 1000 so that freed blocks come back within
+# (--memory 2G, --big-grace 1000 so that freed blocks come back within
 # the run), then `rkv-bench-kv --big BIG_SIZES` (default 1M,4M,16M,64M):
-# BIG_REPS (default 10) synchronous puts of one key of each size, then as
-# many cached gets of it, each timed alone (p50).  That first run writes
+# BIG_REPS (default 30) synchronous puts of one key of each size, then as
+# many cached gets of it, each timed alone (p50).  A first run (10 puts
+# of each size, so that its blocks fit the region without reuse) writes
 # pages of the region for the first time (the "fresh" put column: the
 # kernel allocates and maps each 4 KiB page as it is touched); a second
-# run (--warm 1024M) first puts each size until its blocks have swept the
-# whole region, so its puts write memory written before, as the raw
-# WRITE's buffer is: the put and get columns.  Then
+# run (--warm 2G) first puts each size until its blocks have swept the
+# whole region, and waits for them to come back, so its puts write
+# memory written before, as the raw WRITE's buffer is: the put and get
+# columns.  Then
 # `rkv-bench-transport --sizes` the same sizes, READ and WRITE p50, one
 # at a time.  The ratio is the transport's time over rkv's (1: as
 # fast as the raw transfer; goals 0.8 for get, 0.7 for put).  Writes
@@ -30,7 +32,7 @@ KV=$O/bin/rkv-bench-kv
 TP=$O/bin/rkv-bench-transport
 SIZES=${BIG_SIZES:-1M,4M,16M,64M}
 PROVS=${BIG_PROVIDERS:-tcp shm}
-REPS=${BIG_REPS:-10}
+REPS=${BIG_REPS:-30}
 RES=bench/results
 DATE=$(date -u +%Y%m%d-%H%M%S)
 MD=$RES/big-$DATE.md
@@ -45,16 +47,17 @@ notes=()
 for p in $PROVS; do
   addr=tcp://127.0.0.1:0
   [ "$p" = shm ] && addr=shm:///rkv-big-$$
-  if ! start_rkv_server "$tmp/srv.out" --listen "$addr" --memory 1G \
+  if ! start_rkv_server "$tmp/srv.out" --listen "$addr" --memory 2G \
     --grace 200 --big-grace 1000 --log-level warn; then
     notes+=("$p: rkv-server did not start: $RKV_WHY")
     continue
   fi
   echo "run-big: $p: rkv" >&2
-  if ! timeout 900 "$KV" --servers "$RADDR" --big "$SIZES" --reps "$REPS" \
+  # the fresh run's blocks must fit the region without reuse: 10 each
+  if ! timeout 900 "$KV" --servers "$RADDR" --big "$SIZES" --reps 10 \
     >"$tmp/fresh.$p" 2>&1 ||
     ! timeout 900 "$KV" --servers "$RADDR" --big "$SIZES" --reps "$REPS" \
-      --warm 1024M >"$tmp/kv.$p" 2>&1; then
+      --warm 2G >"$tmp/kv.$p" 2>&1; then
     notes+=("$p: rkv-bench-kv failed: $(tail -1 "$tmp/fresh.$p" "$tmp/kv.$p")")
     peers_stop
     continue
@@ -92,7 +95,7 @@ done
 {
   echo "# Big values against the raw transport, $DATE"
   echo
-  echo "One client thread, one operation at a time, p50 of $REPS each; $(nproc) cores."
+  echo "One client thread, one operation at a time, p50 of $REPS each (of 10 for fresh pages); $(nproc) cores."
   echo
   echo "| provider | size | rkv get | READ | READ / get | rkv put | WRITE | WRITE / put | put, fresh pages | WRITE / it |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -104,7 +107,7 @@ done
   echo "  (value copied and checksummed in one pass), space granted (a"
   echo "  block over the chunk size is a CHUNK_ALLOC of its own), WRITE,"
   echo "  then the buckets read and the slot CASed; into memory the region"
-  echo "  had used before (rkv-bench-kv --warm 1024M), as the raw WRITE's."
+  echo "  had used before (rkv-bench-kv --warm 2G), as the raw WRITE's."
   echo "- put, fresh pages: the same puts by a first run, whose blocks land"
   echo "  on pages of the region touched for the first time."
   echo "- READ / WRITE: rkv-bench-transport, the same provider and bytes."

@@ -420,6 +420,8 @@ void rkv_client_destroy(struct rkv_client *c)
 	scan_fini(c);
 	cache_fini(c);
 	bigbuf_fini(c);
+	for (unsigned i = 0; c->slots && i < c->nslots; i++)
+		rkv_free(c->slots[i].dh); /* op_get.c's direct gets */
 	rkv_free(c->slots);
 	rkv_free(c->legs);
 	rkv_free(c->space);

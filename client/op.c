@@ -206,10 +206,10 @@ void round_post(struct opslot *o, unsigned step)
 
 	for (unsigned i = 0; i < n; i++) {
 		o->wr[i].wr_id = wr_ctx_id(&o->ctx[par]);
-		o->wr[i].flags = 0;
+		o->wr[i].flags &= RKV_WR_DIGEST; /* op_get.c's direct get */
 	}
 	o->wr[n - 1].wr_id = wr_ctx_id(&o->ctx[par + 1]);
-	o->wr[n - 1].flags = RKV_WR_SIGNALED;
+	o->wr[n - 1].flags |= RKV_WR_SIGNALED;
 	o->step = step;
 	o->state = OP_IO;
 	o->err = 0;

@@ -9,15 +9,20 @@
  * location knows its length is READ straight into the caller's buffer
  * where registering that buffer costs a table entry (tcp, shm; verbs
  * pins, so it reads into a registered big buffer and copies): the same
- * round READs the slot word, the header, key and value head into the op
- * buffer, and the value into op->buf.  The checksum is verified over the
+ * round READs the slot word, the header and key into the op buffer, and
+ * the value into op->buf (its head is copied after the key for the cache).  The checksum is verified over the
  * two pieces before the op succeeds (a torn value is read again over the
- * same bytes); a block of another shape goes the plain way.
+ * same bytes); the transport hashes them as it places them
+ * (RKV_WR_DIGEST), so the value is not read a second time.  A block of
+ * another shape goes the plain way.
  */
 #include "client.h"
 
 #include <errno.h>
 #include <string.h>
+
+#include "alloc.h"
+#include "hash.h"
 
 /* Answer the op from blk (size bytes), read from slot word slot at pos;
  * verified: the locate round checked it (loc_check_cands: header,
@@ -114,6 +119,19 @@ static int direct_ok(const struct opslot *o, const struct cache_ent *ce)
 	       pre + BLK_HEAD <= o->room;
 }
 
+/* The round's last WR feeds o->dh from byte off on (RKV_WR_DIGEST); the
+ * first starts it afresh. */
+static void digest_last(struct opslot *o, uint32_t off)
+{
+	struct rkv_wr *w = &o->wr[o->round_nwr - 1];
+
+	if (off == RKV_BLOCK_SUM_OFF)
+		rkv_block_hash_start(o->dh);
+	w->flags = RKV_WR_DIGEST;
+	w->digest = o->dh;
+	w->digest_off = off;
+}
+
 /* Post the direct round for ce; 0 when the buffer cannot be registered
  * (the plain get then). */
 static int direct_round(struct opslot *o, struct cache_ent *ce)
@@ -128,11 +146,20 @@ static int direct_round(struct opslot *o, struct cache_ent *ce)
 		o->direct_no = 1;
 		return 0;
 	}
+	o->direct_dig = rkv_tp_read_digests(o->c->eng.tp);
+	if (o->direct_dig && !o->dh) {
+		o->dh = rkv_aligned_alloc(64, sizeof(*o->dh));
+		o->direct_dig = o->dh != NULL;
+	}
 	get_cached_begin(o, ce);
 	o->direct_len = vl;
-	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)(pre + BLK_HEAD));
+	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)pre);
+	if (o->direct_dig)
+		digest_last(o, RKV_BLOCK_SUM_OFF);
 	op_read_block(o, ce->blk_size);
 	rd_to(o, o->op->buf, o->umr->lkey, a + pre, (uint32_t)vl);
+	if (o->direct_dig)
+		digest_last(o, 0);
 	round_post(o, GET_DIRECT);
 	return 1;
 }
@@ -153,14 +180,20 @@ static void direct_deliver(struct opslot *o, uint64_t slot)
 		op_attempt(o);
 		return;
 	}
-	if (rkv_block_checksum_split(blk, RKV_BLOCK_HDR_SIZE + kl, o->op->buf,
-				     h->val_len) != h->checksum ||
+	if ((o->direct_dig ? rkv_hash_digest(o->dh) :
+			     rkv_block_checksum_split(blk,
+						      RKV_BLOCK_HDR_SIZE + kl,
+						      o->op->buf,
+						      h->val_len)) !=
+		    h->checksum ||
 	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
 		cache_drop(o->c, o);
 		op_retry(o);
 		return;
 	}
-	/* the entry's info from the head READ into the op buffer */
+	/* the entry's info: the value's head after the key, as it is in
+	 * the block (direct_ok left room for it) */
+	memcpy((char *)blk + RKV_BLOCK_HDR_SIZE + kl, o->op->buf, BLK_HEAD);
 	cache_hit(o->c, o, o->ce, o->ce_gen, slot & ~RKV_SLOT_LOCK,
 		  rkv_slot_size(o->expect), blk);
 	o->op->out_len = h->val_len;

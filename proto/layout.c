@@ -43,6 +43,11 @@ uint64_t rkv_block_checksum(const void *buf, size_t used)
 			       rkv_block_sum_len(used));
 }
 
+void rkv_block_hash_start(struct rkv_hash_state *h)
+{
+	rkv_hash_start(h, &g_seed_block);
+}
+
 uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
 				  const void *tail, size_t tail_len)
 {

@@ -497,6 +497,11 @@ uint64_t rkv_block_checksum(const void *buf, size_t used);
  * next tail_len bytes at tail (the rest of the value); used = head_len +
  * tail_len.  The same digest as rkv_block_checksum over one copy.
  */
+/* Start h for a block's checksum: feed it the bytes from
+ * RKV_BLOCK_SUM_OFF to the end of the value, in order, in any pieces;
+ * rkv_hash_digest then gives rkv_block_checksum(). */
+struct rkv_hash_state;
+void rkv_block_hash_start(struct rkv_hash_state *h);
 uint64_t rkv_block_checksum_split(const void *head, size_t head_len,
 				  const void *tail, size_t tail_len);
 

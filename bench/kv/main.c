@@ -20,9 +20,11 @@
  * beside the transport's own READ and WRITE of the same bytes.  --warm:
  * before each size's timed puts, untimed puts of it until its blocks have
  * covered BYTES (the server's region: a block lands where the last grant
- * ended, so the timed ones then write memory that was written before,
- * as the raw WRITE's buffer is, instead of pages touched for the first
- * time; the server's --big-grace should be short for that).
+ * ended), then a pause of WARM_PAUSE_MS for the replaced blocks to come
+ * back from their grace period, so that the timed puts write memory that
+ * was written before, as the raw WRITE's buffer is, instead of pages
+ * touched for the first time (the server's --big-grace must be shorter
+ * than the pause).
  *
  * --get-loop: one thread, N synchronous rkv_get calls cycling over H hot
  * keys (default 16, values of 1024 bytes unless --value-size), every one
@@ -118,6 +120,8 @@ static void quantiles(uint32_t *s, uint64_t n, uint64_t *p50, uint64_t *p99,
 	*mean = sum / (double)n;
 }
 
+#define WARM_PAUSE_MS 1500u /* after --warm's puts (a --big-grace more) */
+
 /* --big: per size, reps timed puts then reps timed cached gets of one
  * key; one line each.  0, or 2 on an error (printed). */
 static int big_loop(struct rkv_client *c, const uint64_t *sizes,
@@ -155,7 +159,7 @@ static int big_loop(struct rkv_client *c, const uint64_t *sizes,
 		size_t kl = (size_t)snprintf(k, sizeof(k), "big-%llu",
 					     (unsigned long long)n), vl = 0;
 
-		for (uint64_t w = 0; w < (warm + n - 1) / n + 1; w++) {
+		for (uint64_t w = 0; warm && w < (warm + n - 1) / n + 1; w++) {
 			int rc = rkv_put(c, k, kl, val, n);
 
 			if (rc) {
@@ -163,6 +167,15 @@ static int big_loop(struct rkv_client *c, const uint64_t *sizes,
 					"%llu bytes: %s\n",
 					(unsigned long long)n, strerror(-rc));
 				return 2;
+			}
+		}
+		if (warm) {
+			uint64_t until = rkv_now_ms() + WARM_PAUSE_MS;
+
+			/* polled: the client sends its block returns */
+			while (rkv_now_ms() < until) {
+				(void)rkv_poll(c, NULL, 0);
+				usleep(1000);
 			}
 		}
 		for (int kind = 0; kind < 2; kind++) {
@@ -483,16 +496,19 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'W': {
-			unsigned one = 0;
-			uint64_t gb[16];
+			char *end;
 
-			if (parse_sizes(optarg, gb, &one) || one != 1) {
+			warm = strtoull(optarg, &end, 10);
+			if (*end == 'M' || *end == 'm')
+				warm <<= 20, end++;
+			else if (*end == 'G' || *end == 'g')
+				warm <<= 30, end++;
+			if (end == optarg || *end || !warm || warm > (1ull << 40)) {
 				fprintf(stderr, "rkv-bench-kv: --warm: want a "
-					"size (bytes, K or M), got '%s'\n",
+					"size (bytes, M or G), got '%s'\n",
 					optarg);
 				return 2;
 			}
-			warm = gb[0];
 			break;
 		}
 		case 'h': usage(stdout); return 0;

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../hash.h"
 #include "../log.h"
 #include "../rtime.h"
 
@@ -88,6 +89,13 @@ void rkv_shm_set_access_hook(void (*fn)(void *arg), void *arg)
 	access_hook = fn;
 }
 
+/* A READ the caller asked us to hash (RKV_WR_DIGEST), of a sane range. */
+static bool digesting(const struct rkv_wr *wr)
+{
+	return (wr->flags & RKV_WR_DIGEST) && wr->opcode == RKV_WR_READ &&
+	       wr->digest && wr->digest_off <= wr->length;
+}
+
 /* Execute a one-sided WR now; returns its WC status. */
 static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 		    const struct rkv_wr *wr)
@@ -129,12 +137,27 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 	p = c->base + off;
 	if (access_hook)
 		access_hook(access_hook_arg);
-	if (c->gpu >= 0 || lgpu >= 0)
-		return exec_gpu(ep, c->gpu, lgpu, wr, p);
+	if (c->gpu >= 0 || lgpu >= 0) {
+		st = exec_gpu(ep, c->gpu, lgpu, wr, p);
+		/* a device region read into host memory: hashed after */
+		if (st == RKV_WC_SUCCESS && digesting(wr) && lgpu < 0)
+			rkv_hash_update(wr->digest,
+					(char *)wr->local + wr->digest_off,
+					wr->length - wr->digest_off);
+		return st;
+	}
 	switch (wr->opcode) {
 	case RKV_WR_READ:
-		if (wr->length)
+		if (digesting(wr)) {
+			/* the copy and the hash in one pass (hash.h) */
+			memcpy(wr->local, p, wr->digest_off);
+			rkv_hash_copy(wr->digest,
+				      (char *)wr->local + wr->digest_off,
+				      p + wr->digest_off,
+				      wr->length - wr->digest_off);
+		} else if (wr->length) {
 			memcpy(wr->local, p, wr->length);
+		}
 		break;
 	case RKV_WR_WRITE:
 		if (wr->length)

@@ -238,6 +238,8 @@ struct sw_sqe {
 	int16_t gpu;      /* local buffer: -1 host, else CUDA device */
 	int status;       /* enum rkv_wc_status once done */
 	uint64_t t_post;  /* ns */
+	struct rkv_hash_state *digest; /* READ with RKV_WR_DIGEST, or NULL */
+	uint32_t digest_off;
 };
 
 struct sw_rqe {
@@ -278,6 +280,10 @@ struct sw_rxcur {
 	bool is_recv;           /* SW_RX_MEM: RECV (else READ response) */
 	bool ldev;              /* SW_RX_MEM: READ into local GPU memory, */
 	struct sw_gpu *lgpu;    /* through this staging (NULL: failed) */
+	/* SW_RX_MEM of a READ with RKV_WR_DIGEST: fed the payload from
+	 * digest_off on as it lands */
+	struct rkv_hash_state *digest;
+	uint32_t digest_off;
 };
 
 #define SW_TX_IOV 64

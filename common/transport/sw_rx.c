@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "../alloc.h"
+#include "../hash.h"
 #include "../log.h"
 #include "../rtime.h"
 
@@ -102,6 +103,17 @@ static void rx_finish(struct sw_ep *ep)
 	}
 }
 
+/* n payload bytes of a READ landed at c->dst + off: fed to its digest
+ * (RKV_WR_DIGEST) while they are in the cache, from digest_off on. */
+static void rx_digest(const struct sw_rxcur *c, uint64_t off, size_t n)
+{
+	uint64_t from = off > c->digest_off ? off : c->digest_off;
+
+	if (c->digest && from < off + n)
+		rkv_hash_update(c->digest, c->dst + from,
+				(size_t)(off + n - from));
+}
+
 static void rx_sink(struct sw_ep *ep, const uint8_t *p, size_t n)
 {
 	struct sw_rxcur *c = &ep->cur;
@@ -118,6 +130,7 @@ static void rx_sink(struct sw_ep *ep, const uint8_t *p, size_t n)
 			break;
 		}
 		memcpy(c->dst + c->off, p, n);
+		rx_digest(c, c->off, n);
 		break;
 	case SW_RX_UNEXP:
 		memcpy(c->ux->data + c->off, p, n);
@@ -174,6 +187,8 @@ static int rx_resp(struct sw_ep *ep, const struct sw_hdr *h)
 			ep->cur.dst = s->local;
 			ep->cur.remaining = h->len;
 			ep->cur.h = *h;
+			ep->cur.digest = s->gpu < 0 ? s->digest : NULL;
+			ep->cur.digest_off = s->digest_off;
 			if (s->gpu >= 0) {
 				/* into local device memory: pinned staging */
 				ep->cur.ldev = true;
@@ -539,6 +554,7 @@ void sw_ep_rx_locked(struct sw_ep *ep)
 			if (n > 0) {
 				sw_hb_acquire();
 				ep->last_rx = rkv_now_ns();
+				rx_digest(&ep->cur, ep->cur.off, (size_t)n);
 				ep->cur.off += (size_t)n;
 				ep->cur.remaining -= (size_t)n;
 				if (!ep->cur.remaining)

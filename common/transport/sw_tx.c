@@ -184,6 +184,12 @@ static struct sw_sqe *sqe_take(struct sw_ep *ep, const struct rkv_wr *wr,
 	s->gpu = -1;
 	s->status = RKV_WC_SUCCESS;
 	s->t_post = now;
+	s->digest = NULL;
+	if ((wr->flags & RKV_WR_DIGEST) && wr->opcode == RKV_WR_READ &&
+	    wr->digest && wr->digest_off <= wr->length) {
+		s->digest = wr->digest;
+		s->digest_off = wr->digest_off;
+	}
 	ep->sq_tail++;
 	return s;
 }

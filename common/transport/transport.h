@@ -112,7 +112,17 @@ const char *rkv_wr_opcode_str(enum rkv_wr_opcode op);
 
 enum rkv_wr_flags {
 	RKV_WR_SIGNALED = 1u << 0, /* generate a completion on success */
+	/* READ: also feed the bytes delivered from digest_off on to *digest
+	 * (hash.h's streaming xxh3), in post order, as the provider copies
+	 * them: one pass over memory instead of a copy and then a hash.
+	 * Honoured where rkv_tp_read_digests() says so (shm, tcp); elsewhere
+	 * the flag is ignored and the caller hashes the bytes itself.  The
+	 * state may be fed by the transport's thread: look at it only after
+	 * the WR's completion (or a later one) was polled. */
+	RKV_WR_DIGEST = 1u << 1,
 };
+
+struct rkv_hash_state;
 
 /*
  * A work request.  Chain with next; a chain is posted in one call (one
@@ -136,6 +146,8 @@ struct rkv_wr {
 	uint32_t rkey;          /* target MR's rkey */
 	uint64_t compare_add;   /* CAS: compare value; FETCH_ADD: addend */
 	uint64_t swap;          /* CAS: new value */
+	struct rkv_hash_state *digest; /* RKV_WR_DIGEST: the state fed */
+	uint32_t digest_off;    /* RKV_WR_DIGEST: bytes skipped first */
 };
 
 struct rkv_recv_wr {
@@ -261,6 +273,10 @@ int rkv_tp_check_fabric(const struct rkv_tp_opts *opts, rkv_tp_check_fn fn,
 int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out);
 void rkv_tp_destroy(struct rkv_tp *tp);
 enum rkv_tp_provider rkv_tp_provider(const struct rkv_tp *tp);
+/* Whether tp's READs honour RKV_WR_DIGEST: shm (its READ is the
+ * initiator's own copy, done when the WR is posted) and tcp (the payload
+ * is hashed as it comes off the socket); not verbs (a NIC places it). */
+int rkv_tp_read_digests(const struct rkv_tp *tp);
 /*
  * Send the messages of tp and of everything made from it - endpoints,
  * listeners, CQs, MRs, connection set-up, handshakes, flood warnings - to

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "hash.h"
 #include "rtime.h"
 
 static const uint32_t k_sizes[] = {
@@ -156,6 +158,75 @@ static void t_write_edges(void)
 		}
 	}
 	conf_fix_destroy(&f);
+}
+
+/*
+ * RKV_WR_DIGEST: a chain of READs asking for the digest of what they
+ * deliver (the first skipping 8 bytes), at sizes around the hash's
+ * stripe, block and copy chunk: where the provider says it digests, the
+ * state holds the one-shot hash of those bytes, in order; everywhere the
+ * data is exact and the state is left alone where it does not.
+ */
+static void t_read_digest(void)
+{
+	static const uint32_t lens[] = { 8, 9, 100, 241, 1024, 1025,
+					 (64u << 10) + 1, 3u << 20 };
+	struct rkv_hash_seed seed;
+	struct rkv_hash_state *h = rkv_aligned_alloc(64, sizeof(*h)), *z;
+	struct conf_fix_opts o;
+	struct conf_fix f;
+	struct rkv_wr w[2];
+	int dig;
+
+	z = rkv_aligned_alloc(64, sizeof(*z));
+	if (!h || !z) {
+		g_test_failures++;
+		return;
+	}
+	rkv_hash_seed_init(&seed, 77);
+	conf_fix_opts_init(&o);
+	o.region_len = 8u << 20;
+	o.local_len = (8u << 20) + 8192;
+	CONF_FIX(&f, &o);
+	dig = rkv_tp_read_digests(f.c.tp);
+	printf("#   %s: READs %s digest\n", rkv_tp_provider_str(g_conf_provider),
+	       dig ? "do" : "do not");
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		uint32_t a = lens[i], b = lens[(i + 3) % 8];
+		uint64_t want;
+
+		conf_fill(f.s.reg, a + b, 500 + (uint32_t)i);
+		memset(f.c.loc, 0, a + b);
+		rkv_hash_start(h, &seed);
+		*z = *h;
+		conf_wr(&w[0], RKV_WR_READ, 1, RKV_WR_DIGEST, f.c.loc, a,
+			f.c.loc_mr->lkey, conf_raddr(&f.s, 0), f.s.mr->rkey);
+		w[0].digest = h;
+		w[0].digest_off = 8;
+		conf_wr(&w[1], RKV_WR_READ, 2, RKV_WR_DIGEST | RKV_WR_SIGNALED,
+			f.c.loc + a, b, f.c.loc_mr->lkey, conf_raddr(&f.s, a),
+			f.s.mr->rkey);
+		w[1].digest = h;
+		w[0].next = &w[1];
+		if (conf_post_wait(&f, w, 1)) {
+			g_test_failures++;
+			break;
+		}
+		if (conf_diff(f.c.loc, f.s.reg, a + b) >= 0) {
+			printf("#   READs of %u + %u B: data differs\n", a, b);
+			g_test_failures++;
+		}
+		want = rkv_hash64(f.s.reg + 8, a + b - 8, 77);
+		if (dig ? rkv_hash_digest(h) != want :
+			  memcmp(h, z, sizeof(*h)) != 0) {
+			printf("#   READs of %u + %u B: digest %s\n", a, b,
+			       dig ? "differs" : "changed");
+			g_test_failures++;
+		}
+	}
+	conf_fix_destroy(&f);
+	rkv_free(h);
+	rkv_free(z);
 }
 
 static void t_zero_length(void)
@@ -929,6 +1000,7 @@ void conf_tests_ops(void)
 	CONF_TEST(t_write_edges);
 	CONF_TEST(t_zero_length);
 	CONF_TEST(t_large_ops);
+	CONF_TEST(t_read_digest);
 	CONF_TEST(t_cas);
 	CONF_TEST(t_fetch_add);
 	CONF_TEST(t_fetch_add_wrap);
