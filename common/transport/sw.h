@@ -298,6 +298,7 @@ struct sw_ep {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* shm: waiters for a MAP_RESP (passive) */
 	int fd;
+	int rcvlowat;            /* SO_RCVLOWAT set on fd (0: the default) */
 	bool passive;            /* accepted: the transport thread drives it */
 	bool closed;             /* socket shut down: no more I/O */
 	bool draining;           /* error: flushing tx, then shut down */
@@ -592,6 +593,9 @@ void sw_ep_progress(struct sw_ep *ep, unsigned npoll);
  * has work now (buffered input, a failure to report, a drain); else true
  * with *fd (-1: nothing to wait for) and *events (POLLIN, POLLOUT).
  */
+/* Set ep's SO_RCVLOWAT to want bytes (0: the default), when it differs
+ * from what was set (tcp; ep->lock held). */
+void sw_ep_rcvlowat(struct sw_ep *ep, int want);
 bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events);
 /* Transport-thread work on a passive endpoint. */
 void sw_ep_event(struct sw_ep *ep, unsigned events);

@@ -319,6 +319,15 @@ void sw_ep_progress(struct sw_ep *ep, unsigned npoll)
 	pthread_mutex_unlock(&ep->lock);
 }
 
+void sw_ep_rcvlowat(struct sw_ep *ep, int want)
+{
+	if (want == ep->rcvlowat || ep->fd < 0)
+		return;
+	if (setsockopt(ep->fd, SOL_SOCKET, SO_RCVLOWAT,
+		       &(int){ want ? want : 1 }, sizeof(int)) == 0)
+		ep->rcvlowat = want;
+}
+
 bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events)
 {
 	bool wait = true;

@@ -533,6 +533,33 @@ static ssize_t ep_recv(struct sw_ep *ep, void *buf, size_t len)
 	return recv(ep->fd, buf, len, MSG_DONTWAIT);
 }
 
+/*
+ * Whoever waits on ep's socket next (a polling initiator in ppoll, the
+ * target thread in epoll) sleeps, in the middle of a large payload (a
+ * READ response, a WRITE), until a good piece of it is there rather than
+ * until the next segment: the socket's receive low-water mark is what is
+ * left of the payload, at most RX_LOWAT_MAX (a hang-up or an error still
+ * wakes), and back to the default otherwise.  Without it a 16 MiB get on
+ * tcp woke once per 64 KiB or so and took twice the time of a poller
+ * that spun (5.3 against 11 ms p50 here).
+ */
+#define RX_LOWAT_MIN (64u * 1024)
+#define RX_LOWAT_MAX (512u * 1024)
+
+static void rx_lowat(struct sw_ep *ep)
+{
+	const struct sw_rxcur *c = &ep->cur;
+	int want = 0;
+
+	if (ep->tp->prov->unix_fds || ep->closed)
+		return; /* shm: no payload streams through its socket */
+	if (((c->kind == SW_RX_MEM && !c->is_recv) || c->kind == SW_RX_WRITE) &&
+	    !ep->rx_len && c->remaining > RX_LOWAT_MIN)
+		want = c->remaining > RX_LOWAT_MAX ? (int)RX_LOWAT_MAX :
+						     (int)c->remaining;
+	sw_ep_rcvlowat(ep, want);
+}
+
 void sw_ep_rx_locked(struct sw_ep *ep)
 {
 	/* frames left buffered while the output backlog was too high */
@@ -604,5 +631,6 @@ void sw_ep_rx_locked(struct sw_ep *ep)
 		}
 		break;
 	}
+	rx_lowat(ep);
 	sw_ep_tx_commit(ep);
 }
