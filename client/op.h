@@ -356,9 +356,8 @@ struct opslot {
 	struct rkv_mr *umr;
 	size_t direct_len;
 	int direct_no;
-	/* ... and where the transport hashes what it READs (shm), the
-	 * checksum's state it feeds (64-byte aligned, made at first use) */
-	int direct_dig;
+	/* ... and the checksum's state the transport feeds as it READs
+	 * (64-byte aligned, made at first use) */
 	struct rkv_hash_state *dh;
 	/* locate */
 	struct cand cand[MAX_CAND];

@@ -10,10 +10,11 @@
  * where registering that buffer costs a table entry (tcp, shm; verbs
  * pins, so it reads into a registered big buffer and copies): the same
  * round READs the slot word, the header and key into the op buffer, and
- * the value into op->buf (its head is copied after the key for the cache).  The checksum is verified over the
- * two pieces before the op succeeds (a torn value is read again over the
- * same bytes); the transport hashes them as it places them
- * (RKV_WR_DIGEST), so the value is not read a second time.  A block of
+ * the value into op->buf (its head is copied after the key for the
+ * cache).  The checksum is verified over the two pieces before the op
+ * succeeds (a torn value is read again over the same bytes); the
+ * transport hashes them as it places them (RKV_WR_DIGEST), so the value
+ * is not read a second time.  A block of
  * another shape goes the plain way.
  */
 #include "client.h"
@@ -105,14 +106,15 @@ void get_cached_begin(struct opslot *o, struct cache_ent *ce)
 	rd(o, OB_WORD, ce->slot_addr, o->p->ctrl.keys.index, 8);
 }
 
-/* Whether o may READ ce's block's value straight into op->buf. */
+/* Whether o may READ ce's block's value straight into op->buf: where
+ * the transport hashes what it READs (tcp, shm: there registering the
+ * caller's buffer is a table entry too). */
 static int direct_ok(const struct opslot *o, const struct cache_ent *ce)
 {
-	enum rkv_tp_provider pv = rkv_tp_provider(o->c->eng.tp);
 	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len;
 
 	return !o->d && !o->x && !o->direct_no && ce->info_known &&
-	       (pv == RKV_TP_TCP || pv == RKV_TP_SHM) &&
+	       rkv_tp_read_digests(o->c->eng.tp) &&
 	       ce->blk_size > INLINE_BLOCK && ce->info.val_len > BLK_HEAD &&
 	       ce->info.val_len <= o->op->buf_cap &&
 	       pre + ce->info.val_len <= ce->blk_size &&
@@ -140,26 +142,22 @@ static int direct_round(struct opslot *o, struct cache_ent *ce)
 	size_t vl = ce->info.val_len;
 	uint64_t a = data_addr(o, ce->slot);
 
-	if (!o->umr && rkv_mr_reg(o->c->eng.tp, o->op->buf, o->op->buf_cap,
-				  RKV_ACCESS_LOCAL_WRITE, &o->umr)) {
+	if (!o->dh)
+		o->dh = rkv_aligned_alloc(64, sizeof(*o->dh));
+	if (!o->dh ||
+	    (!o->umr && rkv_mr_reg(o->c->eng.tp, o->op->buf, o->op->buf_cap,
+				   RKV_ACCESS_LOCAL_WRITE, &o->umr))) {
 		o->umr = NULL;
 		o->direct_no = 1;
 		return 0;
 	}
-	o->direct_dig = rkv_tp_read_digests(o->c->eng.tp);
-	if (o->direct_dig && !o->dh) {
-		o->dh = rkv_aligned_alloc(64, sizeof(*o->dh));
-		o->direct_dig = o->dh != NULL;
-	}
 	get_cached_begin(o, ce);
 	o->direct_len = vl;
 	rd(o, OB_BLOCKS, a, o->p->ctrl.keys.data, (uint32_t)pre);
-	if (o->direct_dig)
-		digest_last(o, RKV_BLOCK_SUM_OFF);
+	digest_last(o, RKV_BLOCK_SUM_OFF);
 	op_read_block(o, ce->blk_size);
 	rd_to(o, o->op->buf, o->umr->lkey, a + pre, (uint32_t)vl);
-	if (o->direct_dig)
-		digest_last(o, 0);
+	digest_last(o, 0);
 	round_post(o, GET_DIRECT);
 	return 1;
 }
@@ -180,12 +178,7 @@ static void direct_deliver(struct opslot *o, uint64_t slot)
 		op_attempt(o);
 		return;
 	}
-	if ((o->direct_dig ? rkv_hash_digest(o->dh) :
-			     rkv_block_checksum_split(blk,
-						      RKV_BLOCK_HDR_SIZE + kl,
-						      o->op->buf,
-						      h->val_len)) !=
-		    h->checksum ||
+	if (rkv_hash_digest(o->dh) != h->checksum ||
 	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
 		cache_drop(o->c, o);
 		op_retry(o);

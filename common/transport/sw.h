@@ -593,10 +593,10 @@ void sw_ep_progress(struct sw_ep *ep, unsigned npoll);
  * has work now (buffered input, a failure to report, a drain); else true
  * with *fd (-1: nothing to wait for) and *events (POLLIN, POLLOUT).
  */
+bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events);
 /* Set ep's SO_RCVLOWAT to want bytes (0: the default), when it differs
  * from what was set (tcp; ep->lock held). */
 void sw_ep_rcvlowat(struct sw_ep *ep, int want);
-bool sw_ep_wait_on(struct sw_ep *ep, int *fd, short *events);
 /* Transport-thread work on a passive endpoint. */
 void sw_ep_event(struct sw_ep *ep, unsigned events);
 void sw_ep_tick(struct sw_ep *ep, uint64_t now);
