@@ -573,10 +573,19 @@ static int reconcile_key(struct fo *f, struct copy *g, size_t n,
 		if (cp->seq < h && was_replica(f, cp->part, cp->srv))
 			*fix = 1; /* a survivor behind the primary */
 	}
-	if (!rc && best && rkv_slot_locked(best->w)) {
-		/* a fenced writer's lock: released, value unchanged */
-		rc = slot_cas(f, best, rkv_slot_bump(best->w));
-		st->unlocked += !rc;
+	if (!rc && best) {
+		/* the primary's rule for its word, version (h + 1) mod 256,
+		 * unlocked: a lock taken from it gets h + 1 and a thief h + 2,
+		 * above every copy left.  The copy may have been a backup's,
+		 * made before backups kept the rule, or locked by a fenced
+		 * writer (released here, value unchanged). */
+		uint64_t want = rkv_slot_with_version(best->w,
+						      (unsigned)(h + 1));
+
+		if (want != best->w) {
+			rc = slot_cas(f, best, want);
+			st->unlocked += !rc && rkv_slot_locked(best->w);
+		}
 	}
 	/* a survivor missing the primary's live value */
 	for (unsigned k = 1; !rc && live && k < r; k++) {

@@ -439,10 +439,15 @@ static void leg_install(struct leg *l)
 			o->repl.maybe = 1;
 		return;
 	}
+	/* the word's version follows the primary's rule, (s + 1) mod 256,
+	 * on a backup too: a failover makes a backup a primary, and a lock
+	 * taken there, then stolen, must still order its holders (a copy
+	 * whose version was s mod 256 gave its lock holder s + 256 and the
+	 * thief s + 1: the thief's value skipped the backups) */
+	ver = (unsigned)((o->repl.seq + 1) & 0xffu);
 	if (l->found) {
 		pos = l->pos;
 		expect = l->word;
-		ver = rkv_slot_version(expect) + 1;
 	} else {
 		int tent = 0, e = pick_empty_slot(l->bucket_copy, l->npos,
 						  l->p->g.bucket_slots,
@@ -461,7 +466,6 @@ static void leg_install(struct leg *l)
 		}
 		pos = (unsigned)e;
 		expect = 0;
-		ver = 1;
 	}
 	rc = leg_block(l);
 	if (rc == -EAGAIN)

@@ -247,6 +247,17 @@ static inline uint64_t rkv_slot_bump(uint64_t s)
 	       (((s & ver) + (1ull << RKV_SLOT_VER_SHIFT)) & ver);
 }
 
+/* s committed and unlocked, naming the same block, with version ver. */
+static inline uint64_t rkv_slot_with_version(uint64_t s, unsigned ver)
+{
+	const uint64_t vm = ((1ull << RKV_SLOT_VER_BITS) - 1)
+			    << RKV_SLOT_VER_SHIFT;
+
+	return (s & ~(RKV_SLOT_LOCK | RKV_SLOT_TENT | vm)) |
+	       ((uint64_t)(ver & ((1u << RKV_SLOT_VER_BITS) - 1))
+		<< RKV_SLOT_VER_SHIFT);
+}
+
 /*
  * Migration marks (docs/DESIGN.md §9.5).  A slot whose key was moved to
  * another server has lock and tentative both set (no other slot does:

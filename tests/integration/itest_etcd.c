@@ -1976,6 +1976,91 @@ static void t_failover_in_rebuild(void)
 	g_capacity = "30000";
 }
 
+/* r = 2: a key's primary killed and failed over, the failover stopped
+ * once it published (the key, the longest, is the rebuild's last: not
+ * written again yet), so the new primary's copy is the one its backup
+ * had.  A's rmw locks it there and B steals the lock: B's sequence must
+ * be above A's, else A's install, after B's, overwrites B's value on the
+ * backup while B's release succeeds on the primary.  The reconcile gives
+ * the new primary's word the primary's rule; a backup's word that
+ * counted its own installs gave A s + 256 and B s + 1. */
+static void t_failover_steal(void)
+{
+	static const char *const names[] = { "alpha", "bravo", "charlie" };
+	struct test_steal arg = {
+		.key = "steal:a-key-longer-than-any-other-so-rebuilt-last" };
+	struct rkv_client *c, *a, *b;
+	struct rkv_etcd *e = NULL;
+	unsigned rep[3], bad = 0, n;
+	uint64_t ep0, end;
+	char why[300];
+	struct env v;
+	int rc = env_etcd(&v), dead = -1, published = 0;
+	pid_t pid;
+
+	if (rc == 77)
+		return;
+	ASSERT_EQ(rc, 0);
+	c = repl_setup(&v, names, 3, 2);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < 3; i++)
+		EXPECT_EQ(rkv_put(c, arg.key, strlen(arg.key), "0", 1), 0);
+	ASSERT_EQ(rkv_client_replicas(c, arg.key, strlen(arg.key), rep, 3), 2);
+	for (unsigned i = 0; i < 3; i++)
+		if (!strcmp(names[i], rkv_client_server_name(c, rep[0])))
+			dead = (int)i;
+	ASSERT_TRUE(dead >= 0);
+	rkv_client_destroy(c);
+	ASSERT_EQ(rkv_etcd_open(v.etcd.url, 3000, &e, why, sizeof(why)), 0);
+	ep0 = map_epoch(&v, e);
+	test_srv_kill(&v.s[dead]);
+	pid = lapse_then_failover(&v, (unsigned)dead);
+	end = rkv_now_ms() + 30000;
+	while (!published && rkv_now_ms() < end) {
+		published = map_epoch(&v, e) > ep0;
+		if (!published)
+			usleep(1000);
+	}
+	kill(pid, SIGSTOP);
+	rkv_etcd_close(e);
+	EXPECT_TRUE(published);
+	a = test_client_cluster(v.url, g_op_ms, 10000, NULL, NULL);
+	b = test_client_cluster(v.url, g_op_ms, 10000, NULL, NULL);
+	ASSERT_TRUE(a && b);
+	arg.b = b;
+	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), test_rmw_steal, &arg),
+		  -ECANCELED);
+	EXPECT_EQ(arg.b_rc, 0);
+	n = rkv_client_replicas(a, arg.key, strlen(arg.key), rep, 3);
+	EXPECT_EQ(n, 2);
+	for (unsigned k = 0; k < n; k++) {
+		const char *nm = rkv_client_server_name(a, rep[k]);
+		struct rkv_client *d = NULL;
+		char val[8] = "";
+		size_t len = 0;
+
+		for (unsigned i = 0; i < 3; i++)
+			if (!strcmp(names[i], nm))
+				d = test_client_at(v.s[i].addr, 3000, 0);
+		EXPECT_TRUE(d != NULL);
+		rc = d ? rkv_get(d, arg.key, strlen(arg.key), val, sizeof(val),
+				 &len)
+		       : -ENOTCONN;
+		printf("#   %s %s holds %s%.*s%s\n", k ? "backup" : "primary",
+		       nm, rc ? strerror(-rc) : "\"", rc ? 0 : (int)len, val,
+		       rc ? "" : "\"");
+		bad += rc || len != 1 || val[0] != 'b';
+		if (d)
+			rkv_client_destroy(d);
+	}
+	EXPECT_EQ(bad, 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	rkv_client_destroy(a);
+	rkv_client_destroy(b);
+	env_stop(&v);
+}
+
 /* Start `rkv admin CMD1 ARG` (quiet) and kill -9 it after us, or (us 0)
  * once the map's epoch passed the one it had (the first half of a join
  * or drain published: it is in its rebuild). */
@@ -2675,6 +2760,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_restart_after_join);
 	RKV_TEST(t_failover_r2);
 	RKV_TEST(t_failover_r3);
+	RKV_TEST(t_failover_steal);
 	RKV_TEST(t_failover_paused);
 	RKV_TEST(t_failover_in_rebuild);
 	RKV_TEST(t_join_drain_r2);

@@ -517,33 +517,6 @@ static void t_backup_down(void)
 
 /* ------------------------------------------------- a stale lock holder */
 
-struct stale_arg {
-	struct rkv_client *b;
-	const char *key;
-	unsigned calls;
-	int b_rc;
-};
-
-/* A's rmw callback: the first time, while A holds the primary's lock,
- * client B puts "b" (it waits a lease, steals A's lock, installs on the
- * backup with a higher sequence, releases); A then writes "a".  Any later
- * run gives up, so A's retry writes nothing. */
-static int stale_fn(const void *old, size_t old_len, void *out, size_t cap,
-		    size_t *out_len, void *arg)
-{
-	struct stale_arg *a = arg;
-
-	(void)old;
-	(void)old_len;
-	(void)cap;
-	if (a->calls++)
-		return -ECANCELED;
-	a->b_rc = rkv_put(a->b, a->key, strlen(a->key), "b", 1);
-	memcpy(out, "a", 1);
-	*out_len = 1;
-	return RKV_RMW_WRITE;
-}
-
 /* The install's sequence check in the real code: A's lock was stolen by
  * B, whose value is on the backup with a higher sequence; A's install
  * must leave it (docs/DESIGN.md §9.7 step 2), and A's release fails. */
@@ -551,7 +524,7 @@ static void t_stale_holder(void)
 {
 	struct test_srv s[NSRV];
 	struct rkv_client *a, *b, *d[NSRV];
-	struct stale_arg arg = { .key = "stale-key" };
+	struct test_steal arg = { .key = "stale-key" };
 	unsigned rep[3];
 	char f[64], v[8];
 	size_t len = 0;
@@ -565,7 +538,7 @@ static void t_stale_holder(void)
 	arg.b = b;
 	EXPECT_EQ(rkv_put(a, arg.key, strlen(arg.key), "0", 1), 0);
 	EXPECT_EQ(rkv_client_replicas(a, arg.key, strlen(arg.key), rep, 3), 2);
-	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), stale_fn, &arg),
+	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), test_rmw_steal, &arg),
 		  -ECANCELED);
 	EXPECT_EQ(arg.b_rc, 0);
 	EXPECT_EQ(arg.calls, 2);
@@ -581,6 +554,74 @@ static void t_stale_holder(void)
 	rkv_client_destroy(b);
 	destroy_all(d);
 	unlink(f);
+	stop_all(s);
+}
+
+/* A backup made primary (as a failover does: here a map without the old
+ * primary), its word as the backup's install left it: A's rmw takes the
+ * lock there and B, in A's callback, steals it.  B's sequence must be
+ * above A's, or A's install (made after B's) overwrites B's value on the
+ * other backup while B's release succeeds on the primary: the primary
+ * then holds "b" and its backup "a".  Backups that counted their own
+ * versions made A's sequence s + 256 and B's s + 1 here. */
+static void t_promoted_backup(void)
+{
+	struct test_srv s[NSRV];
+	struct rkv_client *c, *a, *b, *d[NSRV];
+	struct test_steal arg = { .key = "promoted-key" };
+	unsigned rep[3], rep2[3];
+	char f1[64], f2[64], v[8];
+	size_t len = 0;
+	FILE *fp;
+	int fd;
+
+	ASSERT_EQ(start_all(s, NULL), 0);
+	write_cluster(f1, sizeof(f1), s, NSRV, 2);
+	c = test_client_cluster(f1, 5000, 2000, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	/* a few writes, so the backup's word has been installed over */
+	for (unsigned i = 0; i < 3; i++)
+		EXPECT_EQ(rkv_put(c, arg.key, strlen(arg.key), "0", 1), 0);
+	EXPECT_EQ(rkv_client_replicas(c, arg.key, strlen(arg.key), rep, 3), 2);
+	rkv_client_destroy(c);
+	/* the map without the primary: its backup leads */
+	snprintf(f2, sizeof(f2), "/tmp/rkv-repl-%d-XXXXXX", (int)getpid());
+	fd = mkstemp(f2);
+	ASSERT_TRUE(fd >= 0);
+	fp = fdopen(fd, "w");
+	ASSERT_TRUE(fp != NULL);
+	fprintf(fp, "replicas 2\n");
+	for (unsigned i = 0; i < NSRV; i++)
+		if (i != rep[0])
+			fprintf(fp, "%s %s\n", g_names[i], s[i].addr);
+	fclose(fp);
+	a = test_client_cluster(f2, 5000, 2000, NULL, NULL);
+	b = test_client_cluster(f2, 5000, 2000, NULL, NULL);
+	ASSERT_TRUE(a && b);
+	EXPECT_EQ(rkv_client_replicas(a, arg.key, strlen(arg.key), rep2, 3),
+		  2);
+	EXPECT_STREQ(rkv_client_server_name(a, rep2[0]), g_names[rep[1]]);
+	direct_clients(s, d);
+	arg.b = b;
+	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), test_rmw_steal, &arg),
+		  -ECANCELED);
+	EXPECT_EQ(arg.b_rc, 0);
+	for (unsigned i = 0; i < NSRV; i++) {
+		if (i == rep[0])
+			continue;
+		memset(v, 0, sizeof(v));
+		EXPECT_EQ(rkv_get(d[i], arg.key, strlen(arg.key), v,
+				  sizeof(v), &len), 0);
+		printf("#   %s %s holds \"%.*s\"\n",
+		       i == rep[1] ? "primary" : "backup", g_names[i], (int)len,
+		       v);
+		EXPECT_TRUE(len == 1 && v[0] == 'b');
+	}
+	rkv_client_destroy(a);
+	rkv_client_destroy(b);
+	destroy_all(d);
+	unlink(f1);
+	unlink(f2);
 	stop_all(s);
 }
 
@@ -776,6 +817,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_backup_down);
 	RKV_TEST(t_primary_restarted);
 	RKV_TEST(t_stale_holder);
+	RKV_TEST(t_promoted_backup);
 	RKV_TEST(t_too_few_servers);
 	RKV_TEST(t_big_values_r2);
 	RKV_TEST(t_big_values_r3);

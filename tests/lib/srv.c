@@ -275,6 +275,21 @@ int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
 	return -ECANCELED;
 }
 
+int test_rmw_steal(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg)
+{
+	struct test_steal *a = arg;
+
+	(void)old;
+	(void)old_len;
+	if (a->calls++ || cap < 1)
+		return -ECANCELED;
+	a->b_rc = rkv_put(a->b, a->key, strlen(a->key), "b", 1);
+	memcpy(out, "a", 1);
+	*out_len = 1;
+	return RKV_RMW_WRITE;
+}
+
 struct rkv_client *test_client_at(const char *addr, unsigned timeout_ms,
 				  size_t max_value)
 {

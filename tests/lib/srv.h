@@ -94,4 +94,19 @@ unsigned test_kowner(struct rkv_client *c, unsigned i);
 /* An rmw_fn that refuses: -ECANCELED, nothing written. */
 int test_rmw_cancel(const void *old, size_t old_len, void *out, size_t cap,
 		    size_t *out_len, void *arg);
+
+/* A stale lock holder (test_rmw_steal's arg): the rmw of client A with
+ * it runs, the first time, while A holds the key's lock, a put of "b"
+ * by client b (which waits a lease, steals A's lock, installs on the
+ * backups and releases; its status in b_rc), then writes "a"; any later
+ * run gives up (-ECANCELED), so A's retry writes nothing. */
+struct test_steal {
+	struct rkv_client *b;
+	const char *key;
+	unsigned calls;
+	int b_rc;
+};
+
+int test_rmw_steal(const void *old, size_t old_len, void *out, size_t cap,
+		   size_t *out_len, void *arg);
 #endif

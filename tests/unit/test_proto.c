@@ -44,6 +44,12 @@ static void t_slot(void)
 	EXPECT_TRUE(rkv_slot_same_block(s, b));
 	EXPECT_TRUE(rkv_slot_same_block(s, s | RKV_SLOT_LOCK));
 	EXPECT_TRUE(b != s);
+	/* a version set: unlocked, committed, the same block */
+	b = rkv_slot_with_version(s | RKV_SLOT_LOCK | RKV_SLOT_TENT, 256 + 7);
+	EXPECT_EQ(rkv_slot_version(b), 7);
+	EXPECT_TRUE(!rkv_slot_locked(b) && !rkv_slot_tentative(b));
+	EXPECT_EQ_U64(b, rkv_slot_make(off, 1u << 24, 0xab, 7));
+	EXPECT_EQ_U64(rkv_slot_with_version(s, 255), s);
 	s = rkv_slot_make(1, 1, 0, 0);
 	EXPECT_TRUE(!rkv_slot_empty(s));
 	EXPECT_TRUE(!rkv_slot_same_block(s, rkv_slot_make(2, 1, 0, 0)));
