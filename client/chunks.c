@@ -13,6 +13,12 @@
 #include "rtime.h"
 
 #define FIRST_CHUNK 16384u
+/* A block over the chunk size is asked for with room for more like it,
+ * up to this many chunks' worth and a 64th of the server's region (at
+ * least the one block): a run of big puts then asks once every few
+ * blocks, not once each, and no client holds much of a small server. */
+#define BIG_AHEAD 8u
+#define BIG_AHEAD_SHARE 64u
 
 void space_init(struct space *sp, struct peer *p)
 {
@@ -118,7 +124,7 @@ static void grant_done(void *arg, const struct rkv_msg *m, int err)
 static void ask(struct space *sp, uint32_t size)
 {
 	unsigned free_rec = 0;
-	uint32_t csz = sp->p->g.chunk_size;
+	uint32_t csz = sp->p->g.chunk_size, want;
 
 	for (unsigned i = 0; i < CHUNKS_MAX; i++)
 		free_rec += !sp->chunk[i].in_use;
@@ -126,9 +132,17 @@ static void ask(struct space *sp, uint32_t size)
 		return;
 	if (!sp->chunk_next)
 		sp->chunk_next = csz < FIRST_CHUNK ? csz : FIRST_CHUNK;
-	if (ctrl_chunk_alloc(&sp->p->ctrl,
-			     size > sp->chunk_next ? size : sp->chunk_next,
-			     size, grant_done, sp) == 0) {
+	want = size > sp->chunk_next ? size : sp->chunk_next;
+	if (size > csz) {
+		uint64_t room = (uint64_t)BIG_AHEAD * csz,
+			 share = sp->p->g.data_len / BIG_AHEAD_SHARE;
+
+		if (room > share)
+			room = share;
+		if (room / size > 1)
+			want = (uint32_t)(room / size * size);
+	}
+	if (ctrl_chunk_alloc(&sp->p->ctrl, want, size, grant_done, sp) == 0) {
 		sp->chunk_req = 1;
 		if (sp->chunk_next < csz / 2)
 			sp->chunk_next *= 2;

@@ -1264,6 +1264,70 @@ static void t_big_values(void)
 	free(tmp);
 }
 
+/* A run of big puts asks for space once every few blocks (a grant holds
+ * several blocks of the size asked for, up to 8 chunks' worth and a 64th
+ * of the region), and a small region still takes as many big values as
+ * it has room for (a server short of room grants the one block). */
+static void t_big_grants(void)
+{
+	const char *mid[] = { "--memory", "512M", NULL };
+	const char *small[] = { "--memory", "16M", "--index-max", "0", NULL };
+	const size_t n = 1u << 20;
+	unsigned char *v = malloc(n), *r = malloc(n), *tmp = malloc(n);
+	struct rkv_client_stats st;
+	struct test_srv s;
+	struct rkv_client *c;
+	unsigned stored = 0;
+	size_t len = 0;
+	char k[32];
+	int rc = 0;
+
+	ASSERT_TRUE(v && r && tmp);
+	ASSERT_EQ(start(&s, mid), 0);
+	c = client_of(&s, 1, 10000);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < 21; i++) {
+		snprintf(k, sizeof(k), "grant-%u", i);
+		test_big_fill(v, n, i + 1);
+		EXPECT_EQ(rkv_put(c, k, strlen(k), v, n), 0);
+	}
+	rkv_client_stats(c, &st);
+	printf("#   21 puts of 1 MiB: %llu chunks granted\n",
+	       (unsigned long long)st.chunks);
+	EXPECT_TRUE(st.chunks <= 8);
+	for (unsigned i = 0; i < 21; i++) {
+		snprintf(k, sizeof(k), "grant-%u", i);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, n, &len), 0);
+		EXPECT_TRUE(len == n && big_ok(r, n, i + 1, tmp));
+	}
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+
+	ASSERT_EQ(start(&s, small), 0);
+	c = client_of(&s, 1, 10000);
+	ASSERT_TRUE(c != NULL);
+	for (unsigned i = 0; i < 64 && !rc; i++) {
+		snprintf(k, sizeof(k), "fill-%u", i);
+		test_big_fill(v, n, i + 1);
+		rc = rkv_put(c, k, strlen(k), v, n);
+		stored += rc == 0;
+	}
+	printf("#   a 16 MiB region: %u values of 1 MiB, then %s\n", stored,
+	       strerror(-rc));
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_TRUE(stored >= 13);
+	for (unsigned i = 0; i < stored; i++) {
+		snprintf(k, sizeof(k), "fill-%u", i);
+		EXPECT_EQ(rkv_get(c, k, strlen(k), r, n, &len), 0);
+		EXPECT_TRUE(len == n && big_ok(r, n, i + 1, tmp));
+	}
+	rkv_client_destroy(c);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+	free(v);
+	free(r);
+	free(tmp);
+}
+
 /* A value of len bytes whose first 8 bytes are its seed: big_seed reads
  * it back and big_ok checks the rest. */
 static void big_fill_seeded(unsigned char *v, size_t len, uint64_t seed)
@@ -1472,6 +1536,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_dead_client_space);
 	RKV_TEST(t_hash_collision);
 	RKV_TEST(t_big_values);
+	RKV_TEST(t_big_grants);
 	RKV_TEST(t_big_killed);
 	RKV_TEST(t_big_slow_read);
 	return rkv_test_done();
