@@ -139,6 +139,8 @@ static void ask(struct space *sp, uint32_t size)
 
 		if (room > share)
 			room = share;
+		if (room > RKV_CHUNK_ALLOC_MAX)
+			room = RKV_CHUNK_ALLOC_MAX;
 		if (room / size > 1)
 			want = (uint32_t)(room / size * size);
 	}

@@ -158,6 +158,10 @@ struct rkv_msg_hello_reply {
  * long exists the server grants the longest it finds of at least
  * min_bytes (0: bytes), so a fragmented region is used to its end.
  */
+/* bytes every server grants: at most this, or one block of its largest
+ * value (HELLO_REPLY's max_value) */
+#define RKV_CHUNK_ALLOC_MAX (64u << 20)
+
 struct rkv_msg_chunk_alloc {
 	uint32_t bytes;       /* multiple of 64; 0 = server's chunk size */
 	uint32_t min_bytes;   /* multiple of 64; 0 = bytes */

@@ -45,7 +45,7 @@ extern "C" {
 
 #define RKV_SRV_ADDR_MAX 300
 #define RKV_SRV_DEVICE_MAX 64
-#define RKV_SRV_CHUNK_MAX (64u << 20) /* largest CHUNK_ALLOC / --chunk */
+#define RKV_SRV_CHUNK_MAX RKV_CHUNK_ALLOC_MAX /* largest CHUNK_ALLOC / --chunk */
 #define RKV_SRV_PATH_MAX 256
 #define RKV_SRV_SECRET_MAX 4096       /* bytes of --secret-file */
 #define RKV_SRV_SECRET_WEAK 16        /* shorter secrets get a warning */
