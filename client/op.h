@@ -231,6 +231,10 @@ struct rmw_state {
 				  * lock taken with the verify READ found
 				  * another key's block (op_rmw.c) */
 	int action;              /* RKV_RMW_* or -errno chosen by fn */
+	int may_restore;         /* r > 1: our lock was taken from an
+				  * unlocked word and nothing was installed
+				  * under it, so a release that writes
+				  * nothing puts the word back as it was */
 	size_t len;              /* value length fn produced */
 	uint64_t version;        /* version of the block to write */
 };

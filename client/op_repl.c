@@ -776,6 +776,8 @@ void repl_install(struct opslot *o)
 {
 	unsigned prim = o->op->rtts - o->repl.rtt0, max = 0;
 
+	o->rmw.may_restore = 0; /* backups may take our sequence now */
+
 	for (unsigned i = 0; i < o->repl.nlegs; i++) {
 		if (o->leg[i].nrounds > max)
 			max = o->leg[i].nrounds;

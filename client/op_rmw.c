@@ -69,6 +69,7 @@ static void lock_round(struct opslot *o, uint64_t expect, uint64_t lockval,
 	o->expect = expect;
 	o->rmw.lockval = lockval;
 	o->rmw.lock_read = read_block;
+	o->rmw.may_restore = !rkv_slot_locked(expect);
 	round_begin(o);
 	cas(o, o->slot_pos, expect, lockval);
 	if (read_block)
@@ -142,7 +143,17 @@ void rmw_release(struct opslot *o)
 		wr_block(o);
 	} else if (act == RKV_RMW_DELETE) {
 		o->newslot = 0;
+	} else if (o->repl.nlegs && o->rmw.may_restore) {
+		/* nothing written anywhere under our lock: the word as it
+		 * was.  A bump here moves the lock's sequence one further
+		 * from the header's each time (docs/DESIGN.md §9.7), and 255
+		 * of them in a row wrapped it: the next taker got h + 256,
+		 * a thief h + 1, and the taker's install overwrote the
+		 * thief's value on the backups. */
+		o->newslot = o->rmw.lockval & ~RKV_SLOT_LOCK;
 	} else {
+		/* a stolen lock's holder, or backups that may hold our
+		 * sequence: the next lock must take a higher one */
 		o->newslot = rkv_slot_bump(o->rmw.lockval);
 	}
 	o->expect = o->rmw.lockval;
@@ -218,6 +229,7 @@ static void locked(struct opslot *o, const char *blk, uint32_t size)
 void rmw_locked_new(struct opslot *o)
 {
 	o->rmw.locked = 1;
+	o->rmw.may_restore = 0;
 	o->repl.fresh = 1;
 	o->rmw.version = o->repl.seq = repl_seq(0, o->rmw.lockval);
 	rmw_decide(o, NULL, 0);

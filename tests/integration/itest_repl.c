@@ -519,13 +519,18 @@ static void t_backup_down(void)
 
 /* The install's sequence check in the real code: A's lock was stolen by
  * B, whose value is on the backup with a higher sequence; A's install
- * must leave it (docs/DESIGN.md §9.7 step 2), and A's release fails. */
-static void t_stale_holder(void)
+ * must leave it (docs/DESIGN.md §9.7 step 2), and A's release fails.
+ * keeps: rmws that write nothing first (each release that wrote nothing
+ * used to bump the lock sequence one further from the header's: after
+ * 255 the taker got h + 256 and the thief h + 1, and the taker's install
+ * overwrote the thief's value on the backup: "a" there, "b" on the
+ * primary). */
+static void stale_holder(const char *key, unsigned keeps)
 {
 	struct test_srv s[NSRV];
 	struct rkv_client *a, *b, *d[NSRV];
-	struct test_steal arg = { .key = "stale-key" };
-	unsigned rep[3];
+	struct test_steal arg = { .key = key };
+	unsigned rep[3], kept = 0;
 	char f[64], v[8];
 	size_t len = 0;
 
@@ -537,6 +542,10 @@ static void t_stale_holder(void)
 	direct_clients(s, d);
 	arg.b = b;
 	EXPECT_EQ(rkv_put(a, arg.key, strlen(arg.key), "0", 1), 0);
+	for (unsigned i = 0; i < keeps; i++)
+		kept += rkv_rmw(a, arg.key, strlen(arg.key), test_rmw_cancel,
+				NULL) == -ECANCELED;
+	EXPECT_EQ(kept, keeps);
 	EXPECT_EQ(rkv_client_replicas(a, arg.key, strlen(arg.key), rep, 3), 2);
 	EXPECT_EQ(rkv_rmw(a, arg.key, strlen(arg.key), test_rmw_steal, &arg),
 		  -ECANCELED);
@@ -546,8 +555,8 @@ static void t_stale_holder(void)
 		memset(v, 0, sizeof(v));
 		EXPECT_EQ(rkv_get(d[rep[i]], arg.key, strlen(arg.key), v,
 				  sizeof(v), &len), 0);
-		printf("#   %s %s holds \"%.*s\"\n", i ? "backup" : "primary",
-		       g_names[rep[i]], (int)len, v);
+		printf("#   after %u kept rmws: %s %s holds \"%.*s\"\n", keeps,
+		       i ? "backup" : "primary", g_names[rep[i]], (int)len, v);
 		EXPECT_TRUE(len == 1 && v[0] == 'b');
 	}
 	rkv_client_destroy(a);
@@ -556,6 +565,9 @@ static void t_stale_holder(void)
 	unlink(f);
 	stop_all(s);
 }
+
+static void t_stale_holder(void) { stale_holder("stale-key", 0); }
+static void t_keeps_then_steal(void) { stale_holder("kept-key", 255); }
 
 /* A backup made primary (as a failover does: here a map without the old
  * primary), its word as the backup's install left it: A's rmw takes the
@@ -818,6 +830,7 @@ int main(int argc, char **argv)
 	RKV_TEST(t_primary_restarted);
 	RKV_TEST(t_stale_holder);
 	RKV_TEST(t_promoted_backup);
+	RKV_TEST(t_keeps_then_steal);
 	RKV_TEST(t_too_few_servers);
 	RKV_TEST(t_big_values_r2);
 	RKV_TEST(t_big_values_r3);
