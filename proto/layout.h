@@ -237,16 +237,6 @@ static inline int rkv_slot_tentative(uint64_t s)
 	return (s & RKV_SLOT_TENT) != 0;
 }
 
-/* The same block, version bumped, unlocked. */
-static inline uint64_t rkv_slot_bump(uint64_t s)
-{
-	const uint64_t ver = ((1ull << RKV_SLOT_VER_BITS) - 1)
-			     << RKV_SLOT_VER_SHIFT;
-
-	return (s & ~(RKV_SLOT_LOCK | RKV_SLOT_TENT | ver)) |
-	       (((s & ver) + (1ull << RKV_SLOT_VER_SHIFT)) & ver);
-}
-
 /* s committed and unlocked, naming the same block, with version ver. */
 static inline uint64_t rkv_slot_with_version(uint64_t s, unsigned ver)
 {
@@ -256,6 +246,12 @@ static inline uint64_t rkv_slot_with_version(uint64_t s, unsigned ver)
 	return (s & ~(RKV_SLOT_LOCK | RKV_SLOT_TENT | vm)) |
 	       ((uint64_t)(ver & ((1u << RKV_SLOT_VER_BITS) - 1))
 		<< RKV_SLOT_VER_SHIFT);
+}
+
+/* The same block, version bumped, unlocked. */
+static inline uint64_t rkv_slot_bump(uint64_t s)
+{
+	return rkv_slot_with_version(s, rkv_slot_version(s) + 1);
 }
 
 /*
