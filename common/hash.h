@@ -82,11 +82,11 @@ void rkv_hash_copy(struct rkv_hash_state *h, void *dst, const void *src,
 		   size_t n);
 
 /*
- * The long-loop variants built in (tests, benchmarks): names "avx2",
- * "sse2", "scalar", fastest first.  rkv_hash_variant(i, &fn) returns the
+ * The long-loop variants built in (tests, benchmarks): names "avx512",
+ * "avx2", "sse2", "scalar", fastest first.  rkv_hash_variant(i, &fn) returns the
  * name of variant i and sets *fn, or NULL past the last; *fn is NULL for
- * a variant this CPU cannot run (no AVX2, or the OS does not save its
- * registers).  rkv_hash_variant_in_use() names the one g_rkv_hash_long
+ * a variant this CPU cannot run (no AVX-512 or AVX2, or the OS does not
+ * save its registers).  rkv_hash_variant_in_use() names the one g_rkv_hash_long
  * is.
  */
 const char *rkv_hash_variant(unsigned i, rkv_hash_long_fn *fn);
