@@ -79,6 +79,7 @@ static void slot_take(struct rkv_client *c, struct opslot *o,
 	o->x = x;
 	o->x_try = x != NULL;
 	o->direct_no = 0;
+	o->bad_word = 0;
 	if (x)
 		x->split = 0;
 	o->d = d;

@@ -98,9 +98,11 @@ static void no_grant(struct space *sp, int st)
 static void grant_done(void *arg, const struct rkv_msg *m, int err)
 {
 	struct space *sp = arg;
-	int st;
+	int st, ahead;
 
+	ahead = sp->chunk_ahead;
 	sp->chunk_req = 0;
+	sp->chunk_ahead = 0;
 	if (!m)
 		st = err;
 	else if (m->hdr.type == RKV_MSG_CHUNK_GRANT)
@@ -113,8 +115,10 @@ static void grant_done(void *arg, const struct rkv_msg *m, int err)
 	    m->u.chunk_grant.len >= RKV_BLOCK_ALIGN &&
 	    m->u.chunk_grant.offset + m->u.chunk_grant.len <= sp->p->g.data_len)
 		take_grant(sp, &m->u.chunk_grant);
-	else
+	else if (!ahead)
 		no_grant(sp, st);
+	/* (a refused ask ahead is no error: whoever needs the space asks
+	 * again and gets the answer itself) */
 	if (sp->ready)
 		sp->ready(sp->ready_arg, sp);
 }
@@ -153,6 +157,29 @@ static void ask(struct space *sp, uint32_t size)
 	}
 }
 
+/*
+ * A big block was just carved: when no active chunk has room for another
+ * of its size, ask for the next grant now, so that it comes while this
+ * block is written rather than after the next put asks (the control round
+ * trip was a fifth of a 4 MiB put on shm).  Only for blocks of at most a
+ * BIG_AHEAD_SHARE-th of the region: a client holds at most two such
+ * grants' room it has not used.
+ */
+static void ask_ahead(struct space *sp, uint32_t size)
+{
+	if (sp->chunk_req || sp->err ||
+	    size > sp->p->g.data_len / BIG_AHEAD_SHARE)
+		return;
+	for (unsigned i = 0; i < CHUNKS_MAX; i++) {
+		const struct chunk *ch = &sp->chunk[i];
+
+		if (ch->in_use && ch->active && ch->len - ch->used >= size)
+			return;
+	}
+	ask(sp, size);
+	sp->chunk_ahead = sp->chunk_req;
+}
+
 int space_alloc(struct space *sp, uint32_t size, struct blk_ref *b)
 {
 	uint64_t now = rkv_now_ms();
@@ -170,6 +197,8 @@ int space_alloc(struct space *sp, uint32_t size, struct blk_ref *b)
 					       .grant = ch->grant };
 			ch->used += size;
 			ch->pending++;
+			if (size > sp->p->g.chunk_size)
+				ask_ahead(sp, size);
 			return 0;
 		}
 		/* a block over the chunk size gets a grant of its own: a

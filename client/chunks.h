@@ -31,7 +31,8 @@ struct chunk {
 struct space {
 	struct peer *p;
 	struct chunk chunk[CHUNKS_MAX];
-	int chunk_req;            /* a CHUNK_ALLOC is in flight */
+	int chunk_req;            /* a CHUNK_ALLOC is in flight ... */
+	int chunk_ahead;          /* ... asked ahead of need (space_alloc) */
 	uint32_t chunk_next;      /* bytes the next CHUNK_ALLOC asks for */
 	int err;                  /* -ENOSPC from the last grant, until ... */
 	uint64_t err_ms;          /* ... this time (ask again later) */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "hash.h"
 #include "rtime.h"
 
 /* ------------------------------------------------------------ words */
@@ -134,8 +135,50 @@ void cas(struct opslot *o, unsigned pos, uint64_t expect, uint64_t swap)
 		.swap = swap };
 }
 
+/* A block whose value is the caller's (nb_make_put): header (checksum
+ * 0) and key, then the value from the caller's buffer feeding o->dh; its
+ * padding is left as it was.  wr_block_sum writes the checksum next. */
+static void wr_block_zc(struct opslot *o)
+{
+	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len;
+	uint64_t a = o->p->g.data_addr + o->nb.ref.off;
+
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
+		.length = (uint32_t)pre,
+		.lkey = o->wbig ? o->wbig->mr->lkey : o->own_lkey,
+		.remote_addr = a, .rkey = o->p->ctrl.keys.data };
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_WRITE, .flags = RKV_WR_DIGEST,
+		.local = (void *)o->op->val,
+		.length = (uint32_t)o->op->val_len, .lkey = o->umr->lkey,
+		.remote_addr = a + pre, .rkey = o->p->ctrl.keys.data,
+		.digest = o->dh };
+	o->nb.written = 1;
+	o->nb.sum_due = 1;
+}
+
+void wr_block_sum(struct opslot *o)
+{
+	struct rkv_block_hdr *h = (void *)new_blk_buf(o);
+
+	h->checksum = rkv_hash_digest(o->dh);
+	o->wr[o->round_nwr++] = (struct rkv_wr){
+		.opcode = RKV_WR_WRITE, .local = &h->checksum,
+		.length = sizeof(h->checksum),
+		.lkey = o->wbig ? o->wbig->mr->lkey : o->own_lkey,
+		.remote_addr = o->p->g.data_addr + o->nb.ref.off +
+			       offsetof(struct rkv_block_hdr, checksum),
+		.rkey = o->p->ctrl.keys.data };
+	o->nb.sum_due = 0;
+}
+
 void wr_block(struct opslot *o)
 {
+	if (o->nb.zc) {
+		wr_block_zc(o);
+		return;
+	}
 	o->wr[o->round_nwr++] = (struct rkv_wr){
 		.opcode = RKV_WR_WRITE, .local = new_blk_buf(o),
 		.length = o->nb.size,
@@ -405,6 +448,15 @@ int op_too_slow(const struct opslot *o)
 						      o->p->g.grace_ms;
 
 	return rkv_coarse_ms() - o->t_round_ms + RKV_COARSE_SLACK_MS >= grace;
+}
+
+int op_corrupt(struct opslot *o, uint64_t w)
+{
+	w &= ~RKV_SLOT_LOCK;
+	if (w && o->bad_word == w)
+		return 1;
+	o->bad_word = w;
+	return 0;
 }
 
 void op_attempt(struct opslot *o)

@@ -200,6 +200,8 @@ struct newblk {
 	struct blk_ref ref;      /* where (0 size: none carved) */
 	uint32_t size;
 	int written;             /* its WRITE was posted */
+	int zc;                  /* its value is the caller's (nb_make_put) */
+	int sum_due;             /* ... WRITTEN; its checksum not yet */
 	uint64_t version;        /* the version its header carries */
 	uint32_t pub_size;       /* size of the block just published */
 };
@@ -360,6 +362,11 @@ struct opslot {
 	struct rkv_mr *umr;
 	size_t direct_len;
 	int direct_no;
+	/* the slot word whose block last failed its checksum (op_corrupt) */
+	uint64_t bad_word;
+	/* candidates whose block failed its checksum or header: the first
+	 * of the last loc_check_cands, the first of the locate; -1 none */
+	int bad_idx, bad_loc;
 	/* ... and the checksum's state the transport feeds as it READs
 	 * (64-byte aligned, made at first use) */
 	struct rkv_hash_state *dh;
@@ -423,6 +430,12 @@ void op_attempt_at(struct opslot *o, uint64_t now_ms);
  * the only blocks read since t_round_ms were big (over
  * RKV_SMALL_BLOCK_MAX: the server holds those longer). */
 int op_too_slow(const struct opslot *o);
+/* The block slot word w names failed its checksum (or header) in a round
+ * within its grace period.  Once: 0 (a retry reads it again).  Twice for
+ * the same word: 1, the block is corrupt, not torn (a published block
+ * never changes until its word moves on and its grace has passed): the
+ * caller ends the op with -EIO. */
+int op_corrupt(struct opslot *o, uint64_t w);
 /* Whether what o's last round READ from its server may be answered: not
  * a leased server at r > 1, or its lease word (proto/layout.h) is still
  * ahead of our clock.  Otherwise the op waits (LEASE_WAIT) and starts
@@ -461,6 +474,9 @@ void rd_buckets(struct opslot *o);
 void rd_word(struct opslot *o, unsigned pos);
 void cas(struct opslot *o, unsigned pos, uint64_t expect, uint64_t swap);
 void wr_block(struct opslot *o);
+/* The checksum field of a block whose value's WRITE fed o->dh (newblk.zc),
+ * from its digest: the round after that WRITE's. */
+void wr_block_sum(struct opslot *o);
 /* One round: CAS the slot at o->slot_pos from expect to swap. */
 void cas_round(struct opslot *o, uint64_t expect, uint64_t swap,
 	       unsigned step);
@@ -503,7 +519,8 @@ void loc_collect(struct opslot *o, int skip, int with_tent);
 /* Post a round reading candidates from index from on (step).  1 posted,
  * 0 nothing left, -EMSGSIZE a block larger than this client's buffers. */
 int loc_read_cands(struct opslot *o, unsigned from, unsigned step);
-/* Check candidates [vfrom, vend): the first match, -1 none, -2 torn. */
+/* Check candidates [vfrom, vend): the first match, or -1; bad_idx is the
+ * first whose block failed its checksum or header (torn), or -1. */
 int loc_check_cands(struct opslot *o);
 int blk_decode(struct opslot *o, const char *blk, size_t size,
 	       const void **v, uint32_t *vl, const struct rkv_block_hdr **h);
@@ -518,6 +535,10 @@ size_t nb_value_cap(const struct opslot *o);
  * a chunk comes), or -errno. */
 int nb_make(struct opslot *o, const void *val, size_t val_len,
 	    uint64_t version);
+/* nb_make of the put's own value (version 0); a big one on tcp or shm is
+ * not copied: the caller's buffer is registered for the op and wr_block
+ * WRITEs the value from there (newblk.zc). */
+int nb_make_put(struct opslot *o);
 /* Our new block will never be published: give its space back. */
 void nb_drop(struct opslot *o);
 /* Our block is now named by a slot. */

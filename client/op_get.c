@@ -58,8 +58,12 @@ static void deliver(struct opslot *o, const char *blk, uint32_t size,
 		return;
 	}
 	if (rc) {
+		/* (-ESTALE: the block is another key's now, not corrupt) */
 		cache_drop(o->c, o);
-		op_retry(o);
+		if (rc == -EBADMSG && op_corrupt(o, slot))
+			op_finish(o, -EIO);
+		else
+			op_retry(o);
 		return;
 	}
 	if (o->x)
@@ -114,7 +118,7 @@ static int direct_ok(const struct opslot *o, const struct cache_ent *ce)
 	size_t pre = RKV_BLOCK_HDR_SIZE + o->op->key_len;
 
 	return !o->d && !o->x && !o->direct_no && ce->info_known &&
-	       rkv_tp_read_digests(o->c->eng.tp) &&
+	       rkv_tp_digests(o->c->eng.tp) &&
 	       ce->blk_size > INLINE_BLOCK && ce->info.val_len > BLK_HEAD &&
 	       ce->info.val_len <= o->op->buf_cap &&
 	       pre + ce->info.val_len <= ce->blk_size &&
@@ -181,7 +185,11 @@ static void direct_deliver(struct opslot *o, uint64_t slot)
 	if (rkv_hash_digest(o->dh) != h->checksum ||
 	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
 		cache_drop(o->c, o);
-		op_retry(o);
+		if (rkv_hash_digest(o->dh) != h->checksum &&
+		    op_corrupt(o, slot))
+			op_finish(o, -EIO);
+		else
+			op_retry(o);
 		return;
 	}
 	/* the entry's info: the value's head after the key, as it is in

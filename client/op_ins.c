@@ -153,8 +153,10 @@ void ins_start(struct opslot *o)
 	o->ins.tent_seen = 0;
 	op_clock(o, rkv_coarse_ms());
 	round_begin(o);
+	if (o->nb.sum_due)
+		wr_block_sum(o); /* (loc_start's round wrote it already) */
 	if (!o->nb.written)
-		wr_block(o);
+		wr_block(o); /* (never a caller's value: loc_start's) */
 	cas(o, o->slot_pos, 0, o->newslot);
 	rd_buckets(o);
 	round_post(o, INS_CAS);
@@ -274,10 +276,18 @@ static void classify(struct opslot *o)
 static void verified(struct opslot *o)
 {
 	const unsigned stop = INS_SEEN_COMMITTED | INS_SEEN_LOWER;
-	int rc;
+	int rc, slow;
 
-	/* too slow (blocks may have been reused) or torn: look again */
-	if (op_too_slow(o) || loc_check_cands(o) == -2) {
+	/* too slow (blocks may have been reused) or torn: look again; the
+	 * same block failing twice is corrupt */
+	slow = op_too_slow(o);
+	if (!slow)
+		loc_check_cands(o);
+	if (slow || o->bad_idx >= 0) {
+		if (!slow && op_corrupt(o, o->cand[o->bad_idx].slot)) {
+			ins_abort(o, -EIO);
+			return;
+		}
 		round_begin(o);
 		rd_buckets(o);
 		op_clock(o, rkv_coarse_ms());

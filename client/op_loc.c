@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "hash.h"
 #include "rtime.h"
 
 /* Checksum and key of a block read (device ops: checked on the GPU). */
@@ -43,6 +45,8 @@ void loc_start(struct opslot *o, int with_block, uint64_t hdr_of)
 	}
 	if (with_block)
 		wr_block(o);
+	else if (o->nb.sum_due)
+		wr_block_sum(o);
 	rd_buckets(o);
 	o->hdr_slot = hdr_of;
 	if (hdr_of)
@@ -107,6 +111,7 @@ int loc_check_cands(struct opslot *o)
 {
 	int first = -1;
 
+	o->bad_idx = -1;
 	for (unsigned i = o->vfrom; i < o->vend; i++) {
 		struct cand *cd = &o->cand[i];
 		int rc;
@@ -115,8 +120,11 @@ int loc_check_cands(struct opslot *o)
 			continue;
 		rc = blk_decode(o, o->buf + cd->buf_off,
 				rkv_slot_size(cd->slot), NULL, NULL, NULL);
-		if (rc == -EBADMSG || rc == -EIO)
-			return -2;
+		if (rc == -EBADMSG || rc == -EIO) {
+			if (o->bad_idx < 0)
+				o->bad_idx = (int)i;
+			continue;
+		}
 		if (rc == 0) {
 			cd->match = 1;
 			if (first < 0)
@@ -141,11 +149,43 @@ void loc_buckets(struct opslot *o)
 	if (o->kind->buckets && o->kind->buckets(o))
 		return;
 	loc_collect(o, -1, 0);
+	o->bad_loc = -1;
 	rc = o->ncand ? loc_read_cands(o, 0, LOC_VERIFY) : 0;
 	if (rc < 0)
 		op_finish(o, rc);
 	else if (rc == 0)
 		o->kind->absent(o);
+}
+
+/*
+ * No candidate was the key, and the block of candidate bad failed its
+ * checksum or header: torn, so the op looks again; if the same word's
+ * block fails twice it is corrupt (op_corrupt).  A put or a delete then
+ * replaces it when its header and key are still ours (a value scribbled
+ * over, or changed by its writer while a tcp put sent it): the key can be
+ * mended by writing it.  Anything else gets -EIO.
+ */
+static void loc_torn(struct opslot *o, int bad)
+{
+	struct cand *cd = &o->cand[bad];
+	const char *blk = o->buf + cd->buf_off;
+	size_t used;
+
+	if (!op_corrupt(o, cd->slot)) {
+		op_retry(o);
+		return;
+	}
+	if ((o->kind == &op_put || o->kind == &op_del) && !o->d &&
+	    rkv_block_hdr_check((const void *)blk, rkv_slot_size(cd->slot),
+				&used) == 0 &&
+	    rkv_block_key_match(blk, o->op->key, o->op->key_len) == 0) {
+		o->slot_pos = cd->pos;
+		o->target = bad;
+		o->old_grant = 0; /* its header is not trusted: reclaimed */
+		o->kind->found(o, cd);
+		return;
+	}
+	op_finish(o, -EIO);
 }
 
 static void loc_verified(struct opslot *o)
@@ -157,15 +197,15 @@ static void loc_verified(struct opslot *o)
 		return;
 	}
 	first = loc_check_cands(o);
-	if (first == -2) {
-		op_retry(o);
-		return;
-	}
+	if (o->bad_idx >= 0 && o->bad_loc < 0)
+		o->bad_loc = o->bad_idx;
 	if (first < 0) {
 		rc = o->vend < o->ncand ?
 			     loc_read_cands(o, o->vend, LOC_VERIFY) : 0;
 		if (rc < 0)
 			op_finish(o, rc);
+		else if (rc == 0 && o->bad_loc >= 0)
+			loc_torn(o, o->bad_loc);
 		else if (rc == 0)
 			o->kind->absent(o);
 		return;
@@ -233,10 +273,14 @@ void nb_drop(struct opslot *o)
 	space_settle(o->sp, o->nb.ref.chunk);
 	o->nb.size = 0;
 	o->nb.written = 0;
+	o->nb.zc = 0;
+	o->nb.sum_due = 0;
 }
 
-int nb_make(struct opslot *o, const void *val, size_t val_len,
-	    uint64_t version)
+/* Space for a new block of a val_len-byte value, and room for it in the
+ * new-block buffer where whole (room): 0, -EAGAIN (parked until a chunk
+ * comes), or -errno. */
+static int nb_carve(struct opslot *o, size_t val_len, int room)
 {
 	uint32_t size = rkv_block_size(o->op->key_len, val_len);
 	int rc;
@@ -245,7 +289,7 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
 		return -EMSGSIZE;
 	if (size > o->p->g.data_len)
 		return -ENOSPC; /* a block larger than the server's region */
-	rc = op_nb_room(o, size);
+	rc = room ? op_nb_room(o, size) : size > RKV_MAX_BLOCK ? -EMSGSIZE : 0;
 	if (rc)
 		return rc;
 	if (o->nb.size && o->nb.size != size)
@@ -260,6 +304,18 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
 			return rc;
 		o->nb.size = size;
 	}
+	return 0;
+}
+
+int nb_make(struct opslot *o, const void *val, size_t val_len,
+	    uint64_t version)
+{
+	int rc = nb_carve(o, val_len, 1);
+
+	if (rc)
+		return rc;
+	o->nb.zc = 0;
+	o->nb.sum_due = 0;
 	if (o->d) {
 		if (!gpu_block_encode(o, new_blk_buf(o), val, val_len, version,
 				      &rc))
@@ -270,6 +326,58 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
 				 o->nb.ref.grant, version);
 	}
 	o->nb.version = version;
+	o->nb.written = 0;
+	return 0;
+}
+
+/*
+ * A put's big value is WRITten from the caller's buffer (wr_block), not
+ * copied into the new-block buffer first, where registering the caller's
+ * memory is a table entry and the transport hashes what it WRITEs (tcp,
+ * shm, as for a direct get); verbs would pin it per op, so it copies.
+ * The slot's own new-block buffer holds the header, the key and the
+ * value's head (for the cache's entry, nb_info); the padding is not
+ * written (nothing reads it: the checksum ends with the value, and a
+ * block's bytes are any client's to read anyway).  The value's WRITE feeds o->dh
+ * (RKV_WR_DIGEST; shm hashes the block's bytes as it copies them there,
+ * so the checksum is of what the block holds), and the checksum field is
+ * written by the next round, before the bucket READs (loc_start): the
+ * block is published only after both.  The caller keeps the value
+ * unchanged until the op returns (rkv.h).
+ */
+int nb_make_put(struct opslot *o)
+{
+	const struct rkv_op *op = o->op;
+	size_t pre = RKV_BLOCK_HDR_SIZE + op->key_len;
+	char *buf;
+	int rc;
+
+	if (o->d || op->val_len <= INLINE_BLOCK ||
+	    !rkv_tp_digests(o->c->eng.tp))
+		return nb_make(o, op->val, op->val_len, 0);
+	rc = nb_carve(o, op->val_len, 0);
+	if (rc)
+		return rc;
+	if (!o->dh)
+		o->dh = rkv_aligned_alloc(64, sizeof(*o->dh));
+	if (!o->dh ||
+	    (!o->umr && rkv_mr_reg(o->c->eng.tp, (void *)op->val, op->val_len,
+				   RKV_ACCESS_LOCAL_WRITE, &o->umr))) {
+		o->umr = NULL;
+		return nb_make(o, op->val, op->val_len, 0);
+	}
+	buf = new_blk_buf(o);
+	if (rkv_block_hdr_fill((void *)buf, op->key_len, op->val_len,
+			       o->p->g.client_id, o->nb.ref.grant, 0) < 0)
+		return -EMSGSIZE;
+	memcpy(buf + RKV_BLOCK_HDR_SIZE, op->key, op->key_len);
+	rkv_block_hash_start(o->dh);
+	rkv_hash_update(o->dh, buf + RKV_BLOCK_SUM_OFF,
+			pre - RKV_BLOCK_SUM_OFF);
+	memcpy(buf + pre, op->val, BLK_HEAD);
+	o->nb.zc = 1;
+	o->nb.sum_due = 0;
+	o->nb.version = 0;
 	o->nb.written = 0;
 	return 0;
 }
@@ -311,6 +419,8 @@ void nb_published(struct opslot *o)
 	o->nb.pub_size = o->nb.size;
 	o->nb.size = 0;
 	o->nb.written = 0;
+	o->nb.zc = 0;
+	o->nb.sum_due = 0;
 }
 
 /* The block the replaced slot word old named is unlinked: return it,

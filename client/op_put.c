@@ -25,7 +25,7 @@ static void put_attempt(struct opslot *o)
 	if (ce)
 		o->slot_pos = ce->pos;
 	if (!o->nb.size) {
-		int rc = nb_make(o, o->op->val, o->op->val_len, 0);
+		int rc = nb_make_put(o);
 
 		if (rc == -EAGAIN)
 			return;

@@ -40,7 +40,10 @@
  * value's length is reported), -ETIMEDOUT, -ECONNRESET (server gone),
  * -EPROTO (server speaks another protocol version), -EBUSY (a synchronous
  * call or batch found every slot holding a finished pipelined op that
- * rkv_poll has not handed back yet).  In an etcd cluster keeping r > 1
+ * rkv_poll has not handed back yet), -EIO (the key's block fails its
+ * checksum when read twice: overwritten by a writer that scribbled; a put
+ * or delete of the key replaces it while its header and key are intact).
+ * In an etcd cluster keeping r > 1
  * copies a get is answered only while its server's registration is
  * known live (its lease word): a server paused or cut off from etcd for
  * ~4 s makes its gets wait for a newer map, then -ETIMEDOUT.
@@ -269,7 +272,10 @@ enum rkv_op_type {
 
 /*
  * An operation for the pipelined interface.  The caller owns it and keeps
- * it (and key, val, buf) alive until rkv_poll returns it.
+ * it (and key, val, buf) alive, and val's bytes unchanged, until rkv_poll
+ * returns it: a big value (over 256 KiB) is written from val itself on
+ * tcp and shm, and on tcp bytes changed before they were sent would
+ * leave the key unreadable until it is written again.
  */
 struct rkv_op {
 	enum rkv_op_type type;

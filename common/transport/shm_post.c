@@ -89,10 +89,12 @@ void rkv_shm_set_access_hook(void (*fn)(void *arg), void *arg)
 	access_hook = fn;
 }
 
-/* A READ the caller asked us to hash (RKV_WR_DIGEST), of a sane range. */
+/* A READ or WRITE the caller asked us to hash (RKV_WR_DIGEST), of a sane
+ * range. */
 static bool digesting(const struct rkv_wr *wr)
 {
-	return (wr->flags & RKV_WR_DIGEST) && wr->opcode == RKV_WR_READ &&
+	return (wr->flags & RKV_WR_DIGEST) &&
+	       (wr->opcode == RKV_WR_READ || wr->opcode == RKV_WR_WRITE) &&
 	       wr->digest && wr->digest_off <= wr->length;
 }
 
@@ -139,7 +141,8 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 		access_hook(access_hook_arg);
 	if (c->gpu >= 0 || lgpu >= 0) {
 		st = exec_gpu(ep, c->gpu, lgpu, wr, p);
-		/* a device region read into host memory: hashed after */
+		/* a device region read into host memory, or written from
+		 * it: the host buffer hashed after */
 		if (st == RKV_WC_SUCCESS && digesting(wr) && lgpu < 0)
 			rkv_hash_update(wr->digest,
 					(char *)wr->local + wr->digest_off,
@@ -160,8 +163,15 @@ static int shm_exec(struct sw_ep *ep, struct shm_ep *se,
 		}
 		break;
 	case RKV_WR_WRITE:
-		if (wr->length)
+		if (digesting(wr)) {
+			/* hashed in the target as it is copied there */
+			memcpy(p, wr->local, wr->digest_off);
+			rkv_hash_copy(wr->digest, p + wr->digest_off,
+				      (const char *)wr->local + wr->digest_off,
+				      wr->length - wr->digest_off);
+		} else if (wr->length) {
 			memcpy(p, wr->local, wr->length);
+		}
 		break;
 	case RKV_WR_CAS: {
 		uint64_t old = wr->compare_add;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../alloc.h"
+#include "../hash.h"
 #include "../log.h"
 #include "../rtime.h"
 
@@ -219,6 +220,13 @@ static void post_frame(struct sw_ep *ep, struct sw_sqe *s,
 	case RKV_WR_WRITE:
 		h->type = SW_F_WRITE;
 		h->len = wr->length;
+		/* RKV_WR_DIGEST: the payload hashed as it is posted */
+		if ((wr->flags & RKV_WR_DIGEST) && wr->digest &&
+		    wr->digest_off <= wr->length)
+			rkv_hash_update(wr->digest,
+					(const char *)wr->local +
+						wr->digest_off,
+					wr->length - wr->digest_off);
 		sw_ep_tx_frame(ep, h, wr->local, wr->length);
 		break;
 	case RKV_WR_CAS:

@@ -276,7 +276,7 @@ enum rkv_tp_provider rkv_tp_provider(const struct rkv_tp *tp)
 	return tp->provider;
 }
 
-int rkv_tp_read_digests(const struct rkv_tp *tp)
+int rkv_tp_digests(const struct rkv_tp *tp)
 {
 	return tp->provider == RKV_TP_SHM || tp->provider == RKV_TP_TCP;
 }

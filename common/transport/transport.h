@@ -115,7 +115,11 @@ enum rkv_wr_flags {
 	/* READ: also feed the bytes delivered from digest_off on to *digest
 	 * (hash.h's streaming xxh3), in post order, as the provider copies
 	 * them: one pass over memory instead of a copy and then a hash.
-	 * Honoured where rkv_tp_read_digests() says so (shm, tcp); elsewhere
+	 * WRITE: the same with the bytes written from digest_off on: shm
+	 * hashes them in the target as it copies them there (the digest is
+	 * of what the target holds), tcp as it posts them (of the local
+	 * buffer, which must not change until the completion anyway).
+	 * Honoured where rkv_tp_digests() says so (shm, tcp); elsewhere
 	 * the flag is ignored and the caller hashes the bytes itself.  The
 	 * state may be fed by the transport's thread: look at it only after
 	 * the WR's completion (or a later one) was polled. */
@@ -273,10 +277,12 @@ int rkv_tp_check_fabric(const struct rkv_tp_opts *opts, rkv_tp_check_fn fn,
 int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out);
 void rkv_tp_destroy(struct rkv_tp *tp);
 enum rkv_tp_provider rkv_tp_provider(const struct rkv_tp *tp);
-/* Whether tp's READs honour RKV_WR_DIGEST: shm (its READ is the
- * initiator's own copy, done when the WR is posted) and tcp (the payload
- * is hashed as it comes off the socket); not verbs (a NIC places it). */
-int rkv_tp_read_digests(const struct rkv_tp *tp);
+/* Whether tp's READs and WRITEs honour RKV_WR_DIGEST: shm (its READ and
+ * WRITE are the initiator's own copy, done when the WR is posted) and tcp
+ * (a READ's payload is hashed as it comes off the socket, a WRITE's as it
+ * is posted); not verbs (a NIC moves it).  Registering memory there is a
+ * table entry, not pinning. */
+int rkv_tp_digests(const struct rkv_tp *tp);
 /*
  * Send the messages of tp and of everything made from it - endpoints,
  * listeners, CQs, MRs, connection set-up, handshakes, flood warnings - to

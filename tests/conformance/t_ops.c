@@ -161,13 +161,13 @@ static void t_write_edges(void)
 }
 
 /*
- * RKV_WR_DIGEST: a chain of READs asking for the digest of what they
- * deliver (the first skipping 8 bytes), at sizes around the hash's
+ * RKV_WR_DIGEST: a chain of two READs (or WRITEs) asking for the digest of
+ * what they move (the first skipping 8 bytes), at sizes around the hash's
  * stripe, block and copy chunk: where the provider says it digests, the
  * state holds the one-shot hash of those bytes, in order; everywhere the
  * data is exact and the state is left alone where it does not.
  */
-static void t_read_digest(void)
+static void digest_chain(enum rkv_wr_opcode op)
 {
 	static const uint32_t lens[] = { 8, 9, 100, 241, 1024, 1025,
 					 (64u << 10) + 1, 3u << 20 };
@@ -176,6 +176,7 @@ static void t_read_digest(void)
 	struct conf_fix_opts o;
 	struct conf_fix f;
 	struct rkv_wr w[2];
+	const char *what = op == RKV_WR_READ ? "READs" : "WRITEs";
 	int dig;
 
 	z = rkv_aligned_alloc(64, sizeof(*z));
@@ -188,22 +189,27 @@ static void t_read_digest(void)
 	o.region_len = 8u << 20;
 	o.local_len = (8u << 20) + 8192;
 	CONF_FIX(&f, &o);
-	dig = rkv_tp_read_digests(f.c.tp);
-	printf("#   %s: READs %s digest\n", rkv_tp_provider_str(g_conf_provider),
-	       dig ? "do" : "do not");
+	dig = rkv_tp_digests(f.c.tp);
+	printf("#   %s: %s %s digest\n", rkv_tp_provider_str(g_conf_provider),
+	       what, dig ? "do" : "do not");
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		uint32_t a = lens[i], b = lens[(i + 3) % 8];
 		uint64_t want;
 
-		conf_fill(f.s.reg, a + b, 500 + (uint32_t)i);
-		memset(f.c.loc, 0, a + b);
+		if (op == RKV_WR_READ) {
+			conf_fill(f.s.reg, a + b, 500 + (uint32_t)i);
+			memset(f.c.loc, 0, a + b);
+		} else {
+			conf_fill(f.c.loc, a + b, 600 + (uint32_t)i);
+			conf_memset(f.s.reg, 0, a + b);
+		}
 		rkv_hash_start(h, &seed);
 		*z = *h;
-		conf_wr(&w[0], RKV_WR_READ, 1, RKV_WR_DIGEST, f.c.loc, a,
+		conf_wr(&w[0], op, 1, RKV_WR_DIGEST, f.c.loc, a,
 			f.c.loc_mr->lkey, conf_raddr(&f.s, 0), f.s.mr->rkey);
 		w[0].digest = h;
 		w[0].digest_off = 8;
-		conf_wr(&w[1], RKV_WR_READ, 2, RKV_WR_DIGEST | RKV_WR_SIGNALED,
+		conf_wr(&w[1], op, 2, RKV_WR_DIGEST | RKV_WR_SIGNALED,
 			f.c.loc + a, b, f.c.loc_mr->lkey, conf_raddr(&f.s, a),
 			f.s.mr->rkey);
 		w[1].digest = h;
@@ -213,13 +219,14 @@ static void t_read_digest(void)
 			break;
 		}
 		if (conf_diff(f.c.loc, f.s.reg, a + b) >= 0) {
-			printf("#   READs of %u + %u B: data differs\n", a, b);
+			printf("#   %s of %u + %u B: data differs\n", what, a,
+			       b);
 			g_test_failures++;
 		}
-		want = rkv_hash64(f.s.reg + 8, a + b - 8, 77);
+		want = rkv_hash64(f.c.loc + 8, a + b - 8, 77);
 		if (dig ? rkv_hash_digest(h) != want :
 			  memcmp(h, z, sizeof(*h)) != 0) {
-			printf("#   READs of %u + %u B: digest %s\n", a, b,
+			printf("#   %s of %u + %u B: digest %s\n", what, a, b,
 			       dig ? "differs" : "changed");
 			g_test_failures++;
 		}
@@ -227,6 +234,16 @@ static void t_read_digest(void)
 	conf_fix_destroy(&f);
 	rkv_free(h);
 	rkv_free(z);
+}
+
+static void t_read_digest(void)
+{
+	digest_chain(RKV_WR_READ);
+}
+
+static void t_write_digest(void)
+{
+	digest_chain(RKV_WR_WRITE);
 }
 
 static void t_zero_length(void)
@@ -1001,6 +1018,7 @@ void conf_tests_ops(void)
 	CONF_TEST(t_zero_length);
 	CONF_TEST(t_large_ops);
 	CONF_TEST(t_read_digest);
+	CONF_TEST(t_write_digest);
 	CONF_TEST(t_cas);
 	CONF_TEST(t_fetch_add);
 	CONF_TEST(t_fetch_add_wrap);

@@ -704,6 +704,15 @@ static void t_read_only_raw(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+/* Round trips of the gets since the last call. */
+static unsigned get_rtts(struct rkv_client *c)
+{
+	struct rkv_client_stats st;
+
+	rkv_client_stats(c, &st);
+	rkv_client_stats_reset(c);
+	return (unsigned)st.get.rtts;
+}
 
 /*
  * A writer that scribbles over a published block (every writer holds the
@@ -712,7 +721,10 @@ static void t_read_only_raw(void)
  * straight into the caller's buffer, its checksum verified over the two
  * pieces), then 64 bytes in its middle are overwritten by a raw WRITE:
  * the cached get, a fresh client's cold get (the value copied out as it
- * is verified) and a small value's get all fail rather than return it.
+ * is verified) and a small value's get all fail with -EIO (the block read
+ * twice under one slot word) rather than return it.  A put or delete by
+ * a client that had not cached the key mends it; a block whose key bytes
+ * were scribbled is -EIO to every op on that key.
  */
 static void t_scribbled_block(void)
 {
@@ -724,7 +736,7 @@ static void t_scribbled_block(void)
 	struct rkv_client *rw = NULL, *rd = NULL, *fresh = NULL;
 	struct test_raw raw;
 	struct test_srv s;
-	uint64_t word = 0, blk_addr, big_w = 0, small_w = 0;
+	uint64_t word = 0, blk_addr, big_w = 0, small_w = 0, keyed_w = 0;
 	unsigned wi = 0;
 	size_t len = 0;
 	int rc;
@@ -743,6 +755,7 @@ static void t_scribbled_block(void)
 	}
 	EXPECT_EQ(rkv_put(rw, "small", 5, v, 1000), 0);
 	EXPECT_EQ(rkv_get(rd, "small", 5, r, n, &len), 0);
+	EXPECT_EQ(rkv_put(rw, "keyed", 5, v, 5000), 0);
 	/* the two keys' slots: the big value's block is the larger */
 	ASSERT_EQ(raw_login(&raw, s.addr, 0, &h), 0);
 	ASSERT_EQ(first_slot(&raw, &h, idx, sizeof(idx), &word, &wi), 0);
@@ -752,10 +765,12 @@ static void t_scribbled_block(void)
 		memcpy(&w, idx + i * 8, 8);
 		if (w && rkv_slot_size(w) > n)
 			big_w = w;
+		else if (w && rkv_slot_size(w) > 4096)
+			keyed_w = w;
 		else if (w)
 			small_w = w;
 	}
-	ASSERT_TRUE(big_w && small_w);
+	ASSERT_TRUE(big_w && small_w && keyed_w);
 	blk_addr = h.data_addr + (big_w & ((1ull << 34) - 1)) * 64;
 	memset(raw.data, 0xee, 64);
 	EXPECT_EQ(raw_onesided(&raw, RKV_WR_WRITE, blk_addr + n / 2,
@@ -763,16 +778,42 @@ static void t_scribbled_block(void)
 	blk_addr = h.data_addr + (small_w & ((1ull << 34) - 1)) * 64;
 	EXPECT_EQ(raw_onesided(&raw, RKV_WR_WRITE, blk_addr + 512,
 			       h.data_rkey, 64, 0, 0), RKV_WC_SUCCESS);
+	/* the third one's key bytes (after the 32-byte header) */
+	blk_addr = h.data_addr + (keyed_w & ((1ull << 34) - 1)) * 64;
+	EXPECT_EQ(raw_onesided(&raw, RKV_WR_WRITE, blk_addr + 32,
+			       h.data_rkey, 4, 0, 0), RKV_WC_SUCCESS);
 	test_raw_close(&raw);
+	/* read twice, failing twice under the same slot word: corrupt, said
+	 * at once (not retried until the deadline as a torn read) */
+	get_rtts(rd);
 	rc = rkv_get(rd, "big", 3, r, n, &len);
-	printf("#   cached get of the scribbled block: %s\n", strerror(-rc));
-	EXPECT_TRUE(rc != 0);
+	printf("#   cached get of the scribbled block: %s, %u round trips\n",
+	       strerror(-rc), get_rtts(rd));
+	EXPECT_EQ(rc, -EIO);
 	ASSERT_EQ(connect_c(s.addr, g_secret, 0, &fresh), 0);
 	rc = rkv_get(fresh, "big", 3, r, n, &len);
-	printf("#   cold get of the scribbled block: %s\n", strerror(-rc));
-	EXPECT_TRUE(rc != 0);
+	printf("#   cold get of the scribbled block: %s, %u round trips\n",
+	       strerror(-rc), get_rtts(fresh));
+	EXPECT_EQ(rc, -EIO);
 	/* a small value's block, scribbled the same way */
-	EXPECT_TRUE(rkv_get(rd, "small", 5, r, n, &len) != 0);
+	EXPECT_EQ(rkv_get(rd, "small", 5, r, n, &len), -EIO);
+	EXPECT_EQ(rkv_get(fresh, "small", 5, r, n, &len), -EIO);
+	EXPECT_TRUE(get_rtts(fresh) < 12);
+	/* header and key intact: a put or a delete by a client that has not
+	 * seen it replaces it (the key is mended by writing it) */
+	EXPECT_EQ(rkv_put(fresh, "big", 3, v, n / 2), 0);
+	EXPECT_EQ(rkv_get(rd, "big", 3, r, n, &len), 0);
+	EXPECT_TRUE(len == n / 2 && memcmp(r, v, n / 2) == 0);
+	EXPECT_EQ(rkv_delete(fresh, "small", 5), 0);
+	EXPECT_EQ(rkv_get(rd, "small", 5, r, n, &len), -ENOENT);
+	/* its key scribbled: nobody can tell whose it is; everyone gets
+	 * -EIO, a write too (an insert beside it could make two copies) */
+	EXPECT_EQ(rkv_get(fresh, "keyed", 5, r, n, &len), -EIO);
+	EXPECT_EQ(rkv_put(fresh, "keyed", 5, v, 10), -EIO);
+	EXPECT_EQ(rkv_get(rd, "keyed", 5, r, n, &len), -EIO);
+	/* other keys are untouched */
+	EXPECT_EQ(rkv_put(fresh, "other", 5, v, 10), 0);
+	EXPECT_EQ(rkv_get(rd, "other", 5, r, n, &len), 0);
 	rkv_client_destroy(fresh);
 	rkv_client_destroy(rd);
 	rkv_client_destroy(rw);
