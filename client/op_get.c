@@ -172,6 +172,7 @@ static void direct_deliver(struct opslot *o, uint64_t slot)
 	const char *blk = o->buf + OB_BLOCKS;
 	const struct rkv_block_hdr *h = (const void *)blk;
 	size_t kl = o->op->key_len;
+	int sum_ok;
 
 	if (!op_lease_ok(o))
 		return;
@@ -182,11 +183,10 @@ static void direct_deliver(struct opslot *o, uint64_t slot)
 		op_attempt(o);
 		return;
 	}
-	if (rkv_hash_digest(o->dh) != h->checksum ||
-	    rkv_block_key_match(blk, o->op->key, kl) != 0) {
+	sum_ok = rkv_hash_digest(o->dh) == h->checksum;
+	if (!sum_ok || rkv_block_key_match(blk, o->op->key, kl) != 0) {
 		cache_drop(o->c, o);
-		if (rkv_hash_digest(o->dh) != h->checksum &&
-		    op_corrupt(o, slot))
+		if (!sum_ok && op_corrupt(o, slot))
 			op_finish(o, -EIO);
 		else
 			op_retry(o);

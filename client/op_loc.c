@@ -338,12 +338,12 @@ int nb_make(struct opslot *o, const void *val, size_t val_len,
  * The slot's own new-block buffer holds the header, the key and the
  * value's head (for the cache's entry, nb_info); the padding is not
  * written (nothing reads it: the checksum ends with the value, and a
- * block's bytes are any client's to read anyway).  The value's WRITE feeds o->dh
- * (RKV_WR_DIGEST; shm hashes the block's bytes as it copies them there,
- * so the checksum is of what the block holds), and the checksum field is
- * written by the next round, before the bucket READs (loc_start): the
- * block is published only after both.  The caller keeps the value
- * unchanged until the op returns (rkv.h).
+ * block's bytes are any client's to read anyway).  The value's WRITE
+ * feeds o->dh (RKV_WR_DIGEST; shm hashes the block's bytes as it copies
+ * them there, so the checksum is of what the block holds), and the
+ * checksum field is written by the next round, before the bucket READs
+ * (loc_start): the block is published only after both.  The caller keeps
+ * the value unchanged until the op returns (rkv.h).
  */
 int nb_make_put(struct opslot *o)
 {

@@ -9,8 +9,9 @@
  * -march=native: the tests run in a Nehalem-class guest), so the AVX2
  * and AVX-512 variants are compiled with a target attribute, as
  * libxxhash's own xxh_x86dispatch.c does, and a constructor installs the
- * fastest only when the CPU and the OS support it.  Until then (other constructors) the
- * baseline variant is in place: every variant computes the same digest.
+ * fastest only when the CPU and the OS support it.  Until then (other
+ * constructors) the baseline variant is in place: every variant computes
+ * the same digest.
  */
 /* xxh_x86dispatch.c's settings: accumulators aligned for any variant,
  * the AVX2 and AVX-512 functions compiled with their target attribute */
