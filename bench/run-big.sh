@@ -19,7 +19,8 @@
 # memory written before, as the raw WRITE's buffer is: the put and get
 # columns.  Then
 # `rkv-bench-transport --sizes` the same sizes, READ and WRITE p50, one
-# at a time.  The ratio is the transport's time over rkv's (1: as
+# at a time, to one place; and WRITE again to a new place each time
+# (--spread 2G), as a put's out-of-place block lands.  The ratio is the transport's time over rkv's (1: as
 # fast as the raw transfer; goals 0.8 for get, 0.7 for put).  Writes
 # bench/results/big-<DATE>.md.  Exit status: 0 when it ran (figures never
 # fail it), 2 when it cannot.
@@ -69,6 +70,13 @@ for p in $PROVS; do
     notes+=("$p: rkv-bench-transport failed: $(tail -1 "$tmp/tp.$p")")
     continue
   fi
+  # the raw WRITE again, each to a new place of a region as large as the
+  # server's (written once before), as a put's out-of-place block is
+  if ! timeout 900 "$TP" --provider "$p" --sizes "$bytes" --ops write \
+    --iters "$REPS" --warmup 2 --spread 2G >"$tmp/tps.$p" 2>&1; then
+    notes+=("$p: rkv-bench-transport --spread failed: $(tail -1 "$tmp/tps.$p")")
+    continue
+  fi
   for n in $(tr ',' ' ' <<<"$bytes"); do
     # big N put p50 X ns ... get p50 Y ns ...
     put=$(awk -v n="$n" '$1 == "big" && $2 == n {print $5}' "$tmp/kv.$p")
@@ -79,16 +87,19 @@ for p in $PROVS; do
       gsub(/ /, "", $4)} $2 == p && $3 == "read" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
     wr=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
       gsub(/ /, "", $4)} $2 == p && $3 == "write" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
+    wrs=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
+      gsub(/ /, "", $4)} $2 == p && $3 == "write" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tps.$p")
     if [ -z "$put" ] || [ -z "$get" ] || [ -z "$rd" ] || [ -z "$wr" ] ||
-      [ -z "$fput" ]; then
+      [ -z "$wrs" ] || [ -z "$fput" ]; then
       notes+=("$p, $n bytes: a figure is missing")
       continue
     fi
     rows+=("$(awk -v p="$p" -v n="$n" -v put="$put" -v get="$get" -v rd="$rd" \
-      -v wr="$wr" -v fput="$fput" 'BEGIN {
-        printf "| %s | %.0f MiB | %.2f ms | %.2f ms | %.2f | %.2f ms | %.2f ms | %.2f | %.2f ms | %.2f |",
+      -v wr="$wr" -v wrs="$wrs" -v fput="$fput" 'BEGIN {
+        printf "| %s | %.0f MiB | %.2f ms | %.2f ms | %.2f | %.2f ms | %.2f ms | %.2f | %.2f ms | %.2f | %.2f ms | %.2f |",
           p, n / 1048576, get / 1e6, rd / 1e3, rd * 1e3 / get,
-          put / 1e6, wr / 1e3, wr * 1e3 / put, fput / 1e6, wr * 1e3 / fput }')")
+          put / 1e6, wr / 1e3, wr * 1e3 / put, wrs / 1e3, wrs * 1e3 / put,
+          fput / 1e6, wr * 1e3 / fput }')")
   done
 done
 
@@ -97,20 +108,25 @@ done
   echo
   echo "One client thread, one operation at a time, p50 of $REPS each (of 10 for fresh pages); $(nproc) cores."
   echo
-  echo "| provider | size | rkv get | READ | READ / get | rkv put | WRITE | WRITE / put | put, fresh pages | WRITE / it |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| provider | size | rkv get | READ | READ / get | rkv put | WRITE | WRITE / put | WRITE, new place | it / put | put, fresh pages | WRITE / it |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"
   echo
   echo "- rkv get: a cached get (one round: the slot word, the header and"
   echo "  key, and on tcp and shm the value straight into the caller's"
-  echo "  buffer; the checksum over the pieces). rkv put: the block built"
-  echo "  (value copied and checksummed in one pass), space granted (a"
-  echo "  block over the chunk size is a CHUNK_ALLOC of its own), WRITE,"
-  echo "  then the buckets read and the slot CASed; into memory the region"
-  echo "  had used before (rkv-bench-kv --warm 2G), as the raw WRITE's."
+  echo "  buffer, checksummed as it is copied). rkv put: space granted (a"
+  echo "  block over the chunk size is a CHUNK_ALLOC of its own, asked for"
+  echo "  ahead), the value WRITten (on tcp and shm straight from the"
+  echo "  caller's buffer, checksummed as it is copied), then its checksum"
+  echo "  WRITten with the READ of the buckets, and the slot CASed; into"
+  echo "  memory the region had used before (rkv-bench-kv --warm 2G)."
   echo "- put, fresh pages: the same puts by a first run, whose blocks land"
   echo "  on pages of the region touched for the first time."
-  echo "- READ / WRITE: rkv-bench-transport, the same provider and bytes."
+  echo "- READ / WRITE: rkv-bench-transport, the same provider and bytes,"
+  echo "  the same place of the target each time (cache-hot on shm up to"
+  echo "  a few MiB). WRITE, new place: each WRITE to the next place of a"
+  echo "  2 GiB region written once before (--spread 2G), as every put"
+  echo "  writes a new block."
   echo "- Goals (issue): READ / get >= 0.8, WRITE / put >= 0.7."
   for l in "${notes[@]}"; do echo "- $l"; done
 } | tee "$MD"

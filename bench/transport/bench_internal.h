@@ -42,6 +42,8 @@ struct bench_opts {
 	unsigned nsizes;
 	unsigned ops;                /* bit per enum bench_op */
 	unsigned chain;              /* 0: unchained; K: also chains of K */
+	size_t spread;               /* 0, or READ/WRITE at successive places
+	                              * of a server region this large */
 	const char *addr;            /* verbs listen address */
 	const char *json;            /* output file or NULL */
 	int same_ctx;                /* server and client share a context */

@@ -35,6 +35,10 @@ static void usage(FILE *f)
 		"                  (default 8,64,4096)\n"
 		"  --ops LIST      read,write,cas (default all three)\n"
 		"  --chain K       also measure chains of K WRs per post (max %d)\n"
+		"  --spread SIZE   READ and WRITE a new place of a server region\n"
+		"                  of SIZE bytes (K/M/G; written once before) on\n"
+		"                  each post, as a store's out-of-place writes do\n"
+		"                  (default: the same place every time)\n"
 		"  --addr ADDR     verbs listen address\n"
 		"                  (default verbs://$RKV_VERBS_IP:0)\n"
 		"  --json FILE     also write the figures as JSON\n"
@@ -91,6 +95,31 @@ static int parse_providers(const char *s, struct bench_opts *o)
 	return 0;
 }
 
+/* A byte count with an optional K, M or G suffix, at most max. */
+static int parse_bytes(const char *s, unsigned long max, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || v > (max >> shift))
+		return -EINVAL;
+	*out = (size_t)(v << shift);
+	return 0;
+}
+
 static int parse_sizes(const char *s, struct bench_opts *o)
 {
 	char buf[256], *save = NULL, *t;
@@ -141,6 +170,7 @@ enum {
 	OPT_SIZES,
 	OPT_OPS,
 	OPT_CHAIN,
+	OPT_SPREAD,
 	OPT_ADDR,
 	OPT_JSON,
 	OPT_SAME_CTX,
@@ -161,6 +191,7 @@ static const struct option g_long_opts[] = {
 	{ "sizes", required_argument, NULL, OPT_SIZES },
 	{ "ops", required_argument, NULL, OPT_OPS },
 	{ "chain", required_argument, NULL, OPT_CHAIN },
+	{ "spread", required_argument, NULL, OPT_SPREAD },
 	{ "addr", required_argument, NULL, OPT_ADDR },
 	{ "json", required_argument, NULL, OPT_JSON },
 	{ "same-context", no_argument, NULL, OPT_SAME_CTX },
@@ -228,6 +259,9 @@ int main(int argc, char **argv)
 		case OPT_CHAIN:
 			rc = parse_uint(optarg, BENCH_MAX_CHAIN, &v);
 			o.chain = v > 1 ? (unsigned)v : 0;
+			break;
+		case OPT_SPREAD:
+			rc = parse_bytes(optarg, 64ul << 30, &o.spread);
 			break;
 		case OPT_ADDR:
 			o.addr = optarg;

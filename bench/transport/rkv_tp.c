@@ -38,7 +38,8 @@ struct pair {
 	struct rkv_cq *scq, *ccq;
 	struct rkv_ep *sep, *cep;
 	void *smem, *cmem;         /* from rkv_tp_mem_alloc */
-	size_t len;                /* of each */
+	size_t len;                /* the client's */
+	size_t slen;               /* the server's: len, or --spread's */
 	struct rkv_mr *smr, *cmr;
 };
 
@@ -74,7 +75,7 @@ static void pair_close(struct pair *pp)
 	if (pp->cmem)
 		rkv_tp_mem_free(pp->ctp, pp->cmem, pp->len);
 	if (pp->smem)
-		rkv_tp_mem_free(pp->stp, pp->smem, pp->len);
+		rkv_tp_mem_free(pp->stp, pp->smem, pp->slen);
 	rkv_cq_destroy(pp->ccq);
 	rkv_cq_destroy(pp->scq);
 	if (pp->ctp != pp->stp)
@@ -98,6 +99,7 @@ static int pair_open(struct pair *pp, const struct bench_opts *o,
 	memset(pp, 0, sizeof(*pp));
 	pp->prov = prov;
 	pp->len = len;
+	pp->slen = o->spread > len ? (o->spread + 4095) & ~(size_t)4095 : len;
 	rkv_tp_opts_init(&to);
 	to.provider = prov;
 	step = "server context";
@@ -118,14 +120,17 @@ static int pair_open(struct pair *pp, const struct bench_opts *o,
 	if (rc)
 		goto fail;
 	step = "memory";
-	rc = rkv_tp_mem_alloc(pp->stp, len, &pp->smem);
+	rc = rkv_tp_mem_alloc(pp->stp, pp->slen, &pp->smem);
 	if (rc)
 		goto fail;
+	if (o->spread) /* written once, as a store's region is */
+		memset(pp->smem, 0, pp->slen);
 	rc = rkv_tp_mem_alloc(pp->ctp, len, &pp->cmem);
 	if (rc)
 		goto fail;
 	step = "mr_reg";
-	rc = rkv_mr_reg(pp->stp, pp->smem, len, RKV_ACCESS_ALL, &pp->smr);
+	rc = rkv_mr_reg(pp->stp, pp->smem, pp->slen, RKV_ACCESS_ALL,
+			&pp->smr);
 	if (rc)
 		goto fail;
 	rc = rkv_mr_reg(pp->ctp, pp->cmem, len, RKV_ACCESS_LOCAL_WRITE,
@@ -221,6 +226,8 @@ static int run_point(void *pair, const struct bench_opts *o, enum bench_op op,
 	static struct rkv_hist h; /* large; one point at a time */
 	struct rkv_wr wrs[BENCH_MAX_CHAIN];
 	size_t slot = slot_of(size);
+	/* --spread: each post's WRs at the next place of the server's memory */
+	size_t places = o->spread ? pp->slen / (slot * chain) : 1;
 	uint64_t total = (uint64_t)o->warmup + o->iters;
 	uint64_t t_start = 0, t_end = 0;
 	struct rkv_wr *bad;
@@ -251,6 +258,12 @@ static int run_point(void *pair, const struct bench_opts *o, enum bench_op op,
 				wrs[i].compare_add = it;
 				wrs[i].swap = it + 1;
 			}
+		} else if (places > 1) {
+			uint64_t base = (uintptr_t)pp->smem +
+					it % places * slot * chain;
+
+			for (unsigned i = 0; i < chain; i++)
+				wrs[i].remote_addr = base + i * slot;
 		}
 		t0 = rkv_now_ns();
 		rc = rkv_post(pp->cep, wrs, &bad);
@@ -276,6 +289,37 @@ static int run_point(void *pair, const struct bench_opts *o, enum bench_op op,
 		}
 	}
 	bench_row_finish(row, &h, o->iters, chain, t_start, t_end);
+	return 0;
+}
+
+/*
+ * --spread: WRITE the whole server region once through the client's
+ * endpoint before measuring, so that the client's view of it (on shm its
+ * own mapping) has every page in place, as a store's client has after it
+ * has written its region once.
+ */
+static int spread_touch(struct pair *pp, char *why, size_t whylen)
+{
+	struct rkv_wr w = { .opcode = RKV_WR_WRITE,
+			    .flags = RKV_WR_SIGNALED,
+			    .local = pp->cmem,
+			    .lkey = pp->cmr->lkey,
+			    .rkey = pp->smr->rkey };
+	struct rkv_wr *bad;
+	int rc;
+
+	memset(pp->cmem, 0, pp->len);
+	for (size_t off = 0; off < pp->slen; off += pp->len) {
+		size_t n = pp->slen - off < pp->len ? pp->slen - off : pp->len;
+
+		w.length = (uint32_t)n;
+		w.remote_addr = (uint64_t)(uintptr_t)pp->smem + off;
+		rc = rkv_post(pp->cep, &w, &bad);
+		if (!rc)
+			rc = wait_wc(pp, 0, why, whylen);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -310,6 +354,12 @@ static void run_provider(const struct bench_opts *o, struct bench_report *r,
 		else
 			bench_row_note(r, name, BENCH_OP_READ, 0, 0,
 				       "unavailable: %s", why);
+		return;
+	}
+	if (o->spread && (rc = spread_touch(&pp, why, sizeof(why)))) {
+		bench_row_note(r, name, BENCH_OP_READ, 0, 0,
+			       "writing the --spread region: %s", why);
+		pair_close(&pp);
 		return;
 	}
 	bench_run_points(r, name, o, run_point, &pp, rkv_unsupported);

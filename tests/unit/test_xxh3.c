@@ -138,19 +138,24 @@ static void t_layout_same(void)
 /*
  * The streaming hash (rkv_hash_update, rkv_hash_copy) under each variant:
  * the one-shot digest of the whole for every way of cutting it in two or
- * three pieces at lengths around a stripe, a block and the copy chunk,
- * and rkv_hash_copy's copy exact.
+ * three pieces at lengths around a stripe, xxh3's buffer (rkv_hash_copy
+ * copies its first 256 and last 320 bytes ahead of its one pass), a block
+ * and the copy chunk; the middle piece copied (the others hashed in place)
+ * or all three copied, the copy exact and nothing written past it.
  */
+#define GUARD 64
+
 static void t_stream_agrees(void)
 {
 	rkv_hash_long_fn saved = g_rkv_hash_long, fn;
 	const size_t n = 3 * RKV_HASH_COPY_CHUNK + 777;
-	unsigned char *src = malloc(n), *dst = malloc(n);
-	const size_t cuts[] = { 0, 1, 63, 64, 65, 240, 241, 1024, 1025,
+	unsigned char *src = malloc(n), *dst = malloc(n + GUARD);
+	const size_t cuts[] = { 0, 1, 63, 64, 65, 240, 241, 255, 256, 257,
+				320, 321, 576, 577, 1024, 1025,
 				RKV_HASH_COPY_CHUNK - 1, RKV_HASH_COPY_CHUNK,
-				RKV_HASH_COPY_CHUNK + 1, n - 1, n };
+				RKV_HASH_COPY_CHUNK + 1, n - 577, n - 1, n };
 	const size_t nc = sizeof(cuts) / sizeof(cuts[0]);
-	const size_t lens[] = { 0, 100, 240, 241, 5000, n };
+	const size_t lens[] = { 0, 100, 240, 241, 577, 640, 5000, n };
 	const char *name;
 	struct rkv_hash_seed s;
 	int bad = 0;
@@ -168,28 +173,54 @@ static void t_stream_agrees(void)
 			uint64_t want = rkv_hash64(src, len, RKV_BLOCK_SEED);
 
 			for (size_t a = 0; a < nc; a++)
-				for (size_t b = a; b < nc; b++) {
-					size_t x = cuts[a], y = cuts[b];
-					struct rkv_hash_state h;
+				for (size_t b = a; b < nc; b++)
+					for (int all = 0; all < 2; all++) {
+						size_t x = cuts[a], y = cuts[b];
+						size_t lo = all ? 0 : x;
+						size_t hi = all ? len : y;
+						struct rkv_hash_state h;
+						int ok = 1;
 
-					if (y > len)
-						continue;
-					memset(dst, 0, len);
-					rkv_hash_start(&h, &s);
-					rkv_hash_update(&h, src, x);
-					rkv_hash_copy(&h, dst + x, src + x,
-						      y - x);
-					rkv_hash_update(&h, src + y, len - y);
-					if (rkv_hash_digest(&h) != want ||
-					    memcmp(dst + x, src + x, y - x)) {
-						if (bad++ < 5)
+						if (y > len)
+							continue;
+						memset(dst, 0xee, n + GUARD);
+						rkv_hash_start(&h, &s);
+						if (all)
+							rkv_hash_copy(&h, dst, src,
+								      x);
+						else
+							rkv_hash_update(&h, src,
+									x);
+						rkv_hash_copy(&h, dst + x,
+							      src + x, y - x);
+						if (all)
+							rkv_hash_copy(
+								&h, dst + y,
+								src + y,
+								len - y);
+						else
+							rkv_hash_update(
+								&h, src + y,
+								len - y);
+						ok = rkv_hash_digest(&h) ==
+							     want &&
+						     !memcmp(dst + lo, src + lo,
+							     hi - lo);
+						for (size_t i = 0; i < lo; i++)
+							ok &= dst[i] == 0xee;
+						for (size_t i = hi;
+						     i < hi + GUARD; i++)
+							ok &= dst[i] == 0xee;
+						if (!ok && bad++ < 5)
 							printf("# %s: length "
 							       "%zu cut at %zu "
-							       "and %zu "
+							       "and %zu%s "
 							       "differs\n",
-							       name, len, x, y);
+							       name, len, x, y,
+							       all ? " (all "
+								     "copied)" :
+								     "");
 					}
-				}
 		}
 	}
 	EXPECT_EQ(bad, 0);
