@@ -617,6 +617,8 @@ void sw_ep_tx_payload(struct sw_ep *ep, const void *p, size_t n);
 /* Stage a RESP frame for request seq. */
 void sw_ep_respond(struct sw_ep *ep, uint64_t seq, int status, uint64_t arg0,
 		   const void *payload, uint32_t len);
+/* Frees a txbuf of capacity cap (sw_tx.c; NULL: nothing). */
+void sw_txbuf_free(uint8_t *p, size_t cap);
 /* Send what is staged; what the socket refuses is copied to txbuf. */
 void sw_ep_tx_commit(struct sw_ep *ep);
 /* Send what txbuf holds, as far as the socket takes it. */

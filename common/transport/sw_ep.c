@@ -432,7 +432,7 @@ void sw_ep_free(struct sw_ep *ep)
 	free_unexp(ep);
 	pthread_cond_destroy(&ep->cond);
 	pthread_mutex_destroy(&ep->lock);
-	rkv_free(ep->txbuf);
+	sw_txbuf_free(ep->txbuf, ep->tx_cap);
 	rkv_free(ep->rxbuf);
 	rkv_free(ep->sq);
 	rkv_free(ep->rq);

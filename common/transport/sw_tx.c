@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../alloc.h"
 #include "../hash.h"
@@ -22,6 +23,43 @@
 #include "../rtime.h"
 
 /* --------------------------------------------------------------------- tx */
+/*
+ * txbuf: from the heap below SW_TX_MAP_MIN bytes, a mapping of its own
+ * from there with transparent huge pages asked for (the kernel's madvise
+ * mode, Debian's default).  What the socket does not take of a big READ
+ * response or WRITE is copied into it on every such op, and a buffer over
+ * 8 MiB goes back after it drains: with 4 KiB pages each 16 MiB op faulted
+ * 4,096 pages in (mapping, filling and unmapping 16 MiB took 57 ms on the
+ * VM of docs/DESIGN.md's figures, 1-1.5 ms with huge pages), which made a
+ * 16 MiB get over tcp take 50 ms there.  Whether a buffer is a mapping
+ * follows from its capacity.
+ */
+#define SW_TX_MAP_MIN (2u << 20)
+
+static uint8_t *txbuf_alloc(size_t cap)
+{
+	void *p;
+
+	if (cap < SW_TX_MAP_MIN)
+		return rkv_malloc(cap);
+	p = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	(void)madvise(p, cap, MADV_HUGEPAGE); /* a hint: may be refused */
+	return p;
+}
+
+void sw_txbuf_free(uint8_t *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap < SW_TX_MAP_MIN)
+		rkv_free(p);
+	else
+		munmap(p, cap);
+}
+
 void sw_ep_tx_flush(struct sw_ep *ep)
 {
 	while (ep->tx_len && !ep->closed) {
@@ -46,7 +84,7 @@ void sw_ep_tx_flush(struct sw_ep *ep)
 		ep->tx_off = 0;
 		/* Don't sit on a huge buffer after a burst of large ops. */
 		if (ep->tx_cap > 8u * 1024 * 1024) {
-			rkv_free(ep->txbuf);
+			sw_txbuf_free(ep->txbuf, ep->tx_cap);
 			ep->txbuf = NULL;
 			ep->tx_cap = 0;
 		}
@@ -66,7 +104,13 @@ static void tx_append(struct sw_ep *ep, const void *p, size_t n)
 
 			while (cap < ep->tx_len + n)
 				cap *= 2;
-			nb = rkv_realloc(ep->txbuf, cap);
+			if (cap < SW_TX_MAP_MIN)
+				nb = rkv_realloc(ep->txbuf, cap);
+			else if ((nb = txbuf_alloc(cap)) != NULL) {
+				if (ep->tx_len)
+					memcpy(nb, ep->txbuf, ep->tx_len);
+				sw_txbuf_free(ep->txbuf, ep->tx_cap);
+			}
 			if (!nb) {
 				sw_log(ep->tp, RKV_LOG_ERROR,
 				       "peer %s: no memory for %zu bytes of output",
