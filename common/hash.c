@@ -86,8 +86,8 @@ static void upd_sse2(XXH3_state_t *st, const void *p, size_t n)
 
 /*
  * rkv_hash_copy's one pass: XXH3_update runs over dst, and its accumulate,
- * given a stripe of dst's range, loads the stripe from src (d bytes
- * away), stores it to dst and hashes the register it loaded.  Every other
+ * given a stripe of dst's range, loads the stripe from the same place in
+ * src, stores it to dst and hashes the register it loaded.  Every other
  * byte XXH3_update reads from dst it copies into its own buffer (at most
  * the first XXH3_INTERNALBUFFER_SIZE bytes of a call, and the last stripe
  * before the buffered tail and the tail, so at most the last COPY_TAIL):
@@ -118,36 +118,35 @@ struct copy_ctx {
 	_Alignas(COPY_CTX_ALIGN) unsigned char secret[RKV_HASH_SECRET_SIZE];
 	uintptr_t lo;	/* dst */
 	size_t n;	/* its length */
-	ptrdiff_t d;	/* src - dst */
+	const char *src;
 };
 
 _Static_assert(RKV_HASH_SECRET_SIZE - XXH_STRIPE_LEN < COPY_CTX_ALIGN,
 	       "an accumulate's secret pointer rounds down to its copy_ctx");
 
 /* Where the stripe at input comes from: src when it is one of dst's
- * stripes (then stored to input as it is loaded), else input itself. */
-#define COPY_FROM(input, secret, from, store)                                \
-	do {                                                                 \
-		const struct copy_ctx *c_ =                                  \
-			(const struct copy_ctx *)((uintptr_t)(secret) &      \
-						  ~(uintptr_t)(COPY_CTX_ALIGN - 1)); \
-		(from) = (const char *)(input);                              \
-		(store) = (uintptr_t)(input) - c_->lo < c_->n;               \
-		if (store)                                                   \
-			(from) += c_->d;                                     \
-	} while (0)
+ * stripes (*store set: store it to input as it is loaded), else input. */
+XXH_FORCE_INLINE const char *stripe_from(const void *input,
+					  const void *secret, int *store)
+{
+	const struct copy_ctx *c =
+		(const struct copy_ctx *)((uintptr_t)secret &
+					  ~(uintptr_t)(COPY_CTX_ALIGN - 1));
+	uintptr_t at = (uintptr_t)input - c->lo;
+
+	*store = at < c->n;
+	return *store ? c->src + at : (const char *)input;
+}
 
 XXH_FORCE_INLINE XXH_TARGET_AVX512 void
 acc_copy_avx512(void *XXH_RESTRICT acc, const void *XXH_RESTRICT input,
 		const void *XXH_RESTRICT secret)
 {
 	__m512i *const xacc = (__m512i *)acc;
-	const char *from;
 	int store;
-	__m512i data_vec;
+	const char *from = stripe_from(input, secret, &store);
+	__m512i const data_vec = _mm512_loadu_si512(from);
 
-	COPY_FROM(input, secret, from, store);
-	data_vec = _mm512_loadu_si512(from);
 	if (store)
 		_mm512_storeu_si512((void *)(uintptr_t)input, data_vec);
 	{
@@ -171,12 +170,10 @@ XXH_FORCE_INLINE void acc_copy_sse2(void *XXH_RESTRICT acc,
 	__m128i *const xacc = (__m128i *)acc;
 	const __m128i *const xsecret = (const __m128i *)secret;
 	__m128i *const xout = (__m128i *)(uintptr_t)input;
-	const __m128i *xin;
-	const char *from;
 	int store;
+	const __m128i *const xin =
+		(const __m128i *)stripe_from(input, secret, &store);
 
-	COPY_FROM(input, secret, from, store);
-	xin = (const __m128i *)from;
 	for (size_t i = 0; i < XXH_STRIPE_LEN / sizeof(__m128i); i++) {
 		__m128i const data_vec = _mm_loadu_si128(xin + i);
 
@@ -287,7 +284,7 @@ void rkv_hash_copy(struct rkv_hash_state *h, void *dst, const void *src,
 	else if (g_rkv_hash_long == long_sse2)
 		cpy = cpy_sse2;
 	if (cpy && n > COPY_HEAD + COPY_TAIL) {
-		struct copy_ctx c = { .lo = (uintptr_t)d, .n = n, .d = s - d };
+		struct copy_ctx c = { .lo = (uintptr_t)d, .n = n, .src = s };
 		const unsigned char *secret = h->st.extSecret;
 
 		memcpy(c.secret, secret, sizeof(c.secret));
