@@ -546,6 +546,10 @@ static ssize_t ep_recv(struct sw_ep *ep, void *buf, size_t len)
 #define RX_LOWAT_MIN (64u * 1024)
 #define RX_LOWAT_MAX (512u * 1024)
 
+/* A READ with a digest takes its payload in pieces of at most this much,
+ * each hashed while it is in the cache (L2) after the kernel's copy. */
+#define RX_DIGEST_PIECE (256u * 1024)
+
 static void rx_lowat(struct sw_ep *ep)
 {
 	const struct sw_rxcur *c = &ep->cur;
@@ -577,6 +581,8 @@ void sw_ep_rx_locked(struct sw_ep *ep)
 		    ep->cur.remaining >= SW_DIRECT_MIN && !ep->cur.ldev) {
 			/* Large payload into plain memory: no bounce. */
 			want = (size_t)ep->cur.remaining;
+			if (ep->cur.digest && want > RX_DIGEST_PIECE)
+				want = RX_DIGEST_PIECE;
 			n = ep_recv(ep, ep->cur.dst + ep->cur.off, want);
 			if (n > 0) {
 				sw_hb_acquire();
