@@ -475,6 +475,7 @@ bench: deps
 	@bash bench/run-mem.sh $(O)
 	@bash bench/run-fill.sh $(O)
 	@bash bench/run-big.sh $(O)
+	@bash bench/run-goals.sh $(O)
 	@bash bench/run-grow.sh $(O)
 	@bash bench/run-failover.sh $(O)
 

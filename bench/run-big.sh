@@ -43,6 +43,13 @@ export RKV_SHM_DIR=$tmp/shm
 bytes=$(tr ',' '\n' <<<"$SIZES" | awk '
   /[kK]$/ {print $0 * 1024; next} /[mM]$/ {print $0 * 1048576; next} {print}' |
   paste -sd, -)
+# tp_p50 FILE PROVIDER OP BYTES: the p50 (us) of rkv-bench-transport's
+# row "| PROVIDER | OP | BYTES | 1 | P50 | ..." in FILE
+tp_p50() {
+  awk -F'|' -v p="$2" -v op="$3" -v n="$4" '{
+    for (i = 2; i <= 6; i++) gsub(/ /, "", $i) }
+    $2 == p && $3 == op && $4 == n {print $6}' "$1"
+}
 rows=()
 notes=()
 for p in $PROVS; do
@@ -82,13 +89,9 @@ for p in $PROVS; do
     put=$(awk -v n="$n" '$1 == "big" && $2 == n {print $5}' "$tmp/kv.$p")
     get=$(awk -v n="$n" '$1 == "big" && $2 == n {print $14}' "$tmp/kv.$p")
     fput=$(awk -v n="$n" '$1 == "big" && $2 == n {print $5}' "$tmp/fresh.$p")
-    # | shm | read | SIZE | 1 | P50_US | ...
-    rd=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
-      gsub(/ /, "", $4)} $2 == p && $3 == "read" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
-    wr=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
-      gsub(/ /, "", $4)} $2 == p && $3 == "write" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tp.$p")
-    wrs=$(awk -F'|' -v p="$p" -v n="$n" '{gsub(/ /, "", $2); gsub(/ /, "", $3);
-      gsub(/ /, "", $4)} $2 == p && $3 == "write" && $4 == n {gsub(/ /, "", $6); print $6}' "$tmp/tps.$p")
+    rd=$(tp_p50 "$tmp/tp.$p" "$p" read "$n")
+    wr=$(tp_p50 "$tmp/tp.$p" "$p" write "$n")
+    wrs=$(tp_p50 "$tmp/tps.$p" "$p" write "$n")
     if [ -z "$put" ] || [ -z "$get" ] || [ -z "$rd" ] || [ -z "$wr" ] ||
       [ -z "$wrs" ] || [ -z "$fput" ]; then
       notes+=("$p, $n bytes: a figure is missing")

@@ -27,21 +27,6 @@ MD=$RES/idle-$DATE.md
 . bench/ycsb/peers.sh
 bench_setup run-idle "$SRV" "$PROBE"
 
-# cpu_of PID: ns on a CPU so far, all its threads
-cpu_of() {
-  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s + 0}'
-}
-
-# idle_pct PID: per cent of one core over SECS
-idle_pct() {
-  local a b
-  sleep 1
-  a=$(cpu_of "$1")
-  sleep "$SECS"
-  b=$(cpu_of "$1")
-  awk -v a="$a" -v b="$b" -v s="$SECS" 'BEGIN {printf "%.3f", (b - a) / 1e7 / s}'
-}
-
 # start_rkv ADDR: PID in RPID, bound address in RADDR
 start_rkv() {
   RKV_SHM_DIR=$tmp/shm start_rkv_server "$tmp/rkv.out" --listen "$1" \
@@ -61,13 +46,13 @@ for prov in tcp shm; do
   addr=tcp://127.0.0.1:0
   [ "$prov" = shm ] && addr=shm:///rkv-idle-$$
   start_rkv "$addr" || continue
-  alone=$(idle_pct "$RPID")
+  alone=$(idle_pct "$RPID" "$SECS")
   # one client connected, idle (its probe sleeps before the first request)
   RKV_SHM_DIR=$tmp/shm "$PROBE" --servers "$RADDR" --tries 1 \
     --gap-ms $(((SECS + 3) * 1000)) >/dev/null 2>&1 &
   cpid=$!
   PIDS+=("$cpid")
-  with=$(idle_pct "$RPID")
+  with=$(idle_pct "$RPID" "$SECS")
   stop "$cpid"
   rows+=("| rkv-server ($prov) | $alone | $with |")
   p=$(RKV_SHM_DIR=$tmp/shm "$PROBE" --servers "$RADDR" --tries 50 --gap-ms 20 2>&1)
@@ -78,7 +63,7 @@ if command -v redis-server >/dev/null &&
   start_peer "$tmp/redis.log" redis-server --port @PORT@ --save '' \
     --appendonly no --bind 127.0.0.1; then
   rpid=${PIDS[-1]}
-  rows+=("| redis-server | $(idle_pct "$rpid") | |")
+  rows+=("| redis-server | $(idle_pct "$rpid" "$SECS") | |")
   stop "$rpid"
 fi
 user=()
@@ -87,7 +72,7 @@ if command -v memcached >/dev/null &&
   start_peer "$tmp/mc.log" memcached "${user[@]}" -l 127.0.0.1 -p @PORT@ -U 0 \
     -t 2; then
   mpid=${PIDS[-1]}
-  rows+=("| memcached | $(idle_pct "$mpid") | |")
+  rows+=("| memcached | $(idle_pct "$mpid" "$SECS") | |")
   stop "$mpid"
 fi
 

@@ -7,7 +7,11 @@
 #   bench/run-ps.sh BUILD_DIR
 #
 # Starts one rkv-server per provider (tcp, shm) by PID, stopped on exit.
-# Writes bench/results/ps-<DATE>.md.  Knob: BENCH_PS_SECONDS (per point).
+# Each rule's run first pushes its region's size (--warm 1G): a push writes
+# new blocks, and a region's pages cost a fault on first touch (on a VM
+# that shadows page tables, most of a push), so the points measure a
+# server that has run a while.  Writes bench/results/ps-<DATE>.md.  Knobs:
+# BENCH_PS_SECONDS (per point), BENCH_PS_WARM (1G; 0: none, fresh pages).
 set -u
 O=${1:-build}
 cd "$(dirname "$0")/.." || exit 2
@@ -49,9 +53,11 @@ for prov in tcp shm; do
       echo
       echo '```'
       # SUM takes the read-modify-write path, ASSIGN the write-only one
+      wopt=()
+      [ "${BENCH_PS_WARM:-1G}" != 0 ] && wopt=(--warm "${BENCH_PS_WARM:-1G}")
       for rule in sum assign; do
         timeout 600 "$BIN/rkv-bench-ps" --servers "$addr" \
-          --seconds "${BENCH_PS_SECONDS:-2}" --rule "$rule"
+          --seconds "${BENCH_PS_SECONDS:-2}" --rule "$rule" "${wopt[@]}"
       done
       echo '```'
     } 2>&1 | tee -a "$MD"

@@ -86,7 +86,7 @@ else
   gjson=$RES/.guest-$DATE.json
   rm -f "$gjson"
   echo "bench: guest: booting Soft-RoCE guest (verbs vs perftest)..."
-  pass="BENCH_GUEST_ITERS BENCH_PERFTEST_ITERS BENCH_SIZES"
+  pass="BENCH_GUEST_ITERS BENCH_PERFTEST_ITERS BENCH_SIZES BENCH_GOAL_ROUNDS"
   SOFTROCE_TIMEOUT=$GUEST_TMO SOFTROCE_ENV="${SOFTROCE_ENV:-} $pass" \
     timeout -k 10 $((GUEST_TMO + 300)) \
     bash tests/softroce/vm-run.sh bash bench/guest-bench.sh "$O" "$gjson" \
@@ -118,6 +118,9 @@ fi
     echo
     # The table and the goals, as the binary printed them.
     grep -E '^(\||goals|- )' "$tmp/guest.txt" | sed 's/^goals/\ngoals/' || true
+    # the cached get against ib_read_lat, a line a round (run-goals.sh)
+    echo
+    grep -E '^goal: verbs get ' "$tmp/guest.txt" || true
   fi
   [ -n "$gline" ] && echo "$gline"
 } >>"$MD"

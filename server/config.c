@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "server_internal.h"
+#include "size.h"
 #include "version.h"
 
 enum cfg_type {
@@ -167,37 +168,6 @@ static const struct cfg_row g_rows[] = {
 
 #define NROWS (sizeof(g_rows) / sizeof(g_rows[0]))
 _Static_assert(NROWS <= sizeof(uint64_t) * 8, "set_mask holds every row");
-
-int rkv_srv_parse_size(const char *s, uint64_t *out)
-{
-	uint64_t v, mul = 1;
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	case 't': case 'T': mul = 1ull << 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' && mul > 1)
-		end++;
-	if ((*end == 'b' || *end == 'B') && mul > 1)
-		end++;
-	if (*end != '\0')
-		return -EINVAL;
-	if (v > UINT64_MAX / mul)
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
 
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -385,7 +355,7 @@ static int set_row(struct rkv_srv_config *cfg, const struct cfg_row *r,
 		return 0;
 	case T_SIZE:
 	case T_U64:
-		if (r->type == T_SIZE ? rkv_srv_parse_size(value, &u)
+		if (r->type == T_SIZE ? rkv_parse_size(value, &u)
 				      : parse_u64(value, &u)) {
 			rkv_msgf(err, errlen, "--%s: '%s' is not %s", r->name,
 				 value,

@@ -127,8 +127,6 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 void rkv_srv_config_usage(FILE *out, const char *prog);
 /* The effective configuration, one block. */
 void rkv_srv_config_print(const struct rkv_srv_config *cfg, FILE *out);
-/* Parse "123", "64K", "256M", "1G", "1T" (binary units).  0 or -EINVAL. */
-int rkv_srv_parse_size(const char *s, uint64_t *out);
 /* Next power of two >= max(ceil(keys / 6), 2). */
 uint64_t rkv_srv_buckets_for(uint64_t keys, unsigned slots);
 /* Buckets of the largest index (its layout: the partition table and the

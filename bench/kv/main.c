@@ -48,6 +48,7 @@
 #include "msg.h"
 #include "rkv.h"
 #include "rtime.h"
+#include "size.h"
 #include "version.h"
 
 #define NTYPES 4
@@ -233,25 +234,22 @@ static int big_loop(struct rkv_client *c, const uint64_t *sizes,
 	return 0;
 }
 
-/* SIZE[,SIZE...]: bytes, or K / M suffixed; up to 16 of 1..1 GiB. */
+/* SIZE[,SIZE...]: bytes, or K / M / G suffixed; up to 16 of 1..1 GiB. */
 static int parse_sizes(const char *s, uint64_t *out, unsigned *n)
 {
-	*n = 0;
-	while (*s) {
-		char *end;
-		unsigned long long v = strtoull(s, &end, 10);
+	char buf[256], *save = NULL;
 
-		if (end == s)
-			return -1;
-		if (*end == 'K' || *end == 'k')
-			v <<= 10, end++;
-		else if (*end == 'M' || *end == 'm')
-			v <<= 20, end++;
-		if (!v || v > (1ull << 30) || *n == 16 ||
-		    (*end && *end != ','))
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	*n = 0;
+	for (char *t = strtok_r(buf, ",", &save); t;
+	     t = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+
+		if (rkv_parse_size(t, &v) || !v || v > (1ull << 30) || *n == 16)
 			return -1;
 		out[(*n)++] = v;
-		s = *end ? end + 1 : end;
 	}
 	return *n ? 0 : -1;
 }
@@ -486,7 +484,7 @@ int main(int argc, char **argv)
 			if (parse_sizes(optarg, big, &nbig)) {
 				fprintf(stderr, "rkv-bench-kv: --big: want "
 						"SIZE[,SIZE...] of 1 B to 1 GiB "
-						"(K/M suffixes), got '%s'\n",
+						"(K/M/G suffixes), got '%s'\n",
 					optarg);
 				return 2;
 			}
@@ -495,22 +493,15 @@ int main(int argc, char **argv)
 			if (parse_u64("--reps", optarg, 1, 1000000, &reps))
 				return 2;
 			break;
-		case 'W': {
-			char *end;
-
-			warm = strtoull(optarg, &end, 10);
-			if (*end == 'M' || *end == 'm')
-				warm <<= 20, end++;
-			else if (*end == 'G' || *end == 'g')
-				warm <<= 30, end++;
-			if (end == optarg || *end || !warm || warm > (1ull << 40)) {
+		case 'W':
+			if (rkv_parse_size(optarg, &warm) || !warm ||
+			    warm > (1ull << 40)) {
 				fprintf(stderr, "rkv-bench-kv: --warm: want a "
-					"size (bytes, M or G), got '%s'\n",
+					"size (bytes, K, M or G), got '%s'\n",
 					optarg);
 				return 2;
 			}
 			break;
-		}
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			return rkv_version_print("rkv-bench-kv",

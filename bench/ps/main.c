@@ -5,12 +5,20 @@
  *
  *   rkv-bench-ps --servers ADDR[,ADDR] [--sizes 4K,64K,1M,16M]
  *                [--seconds S] [--shard ELEMS] [--rule sum|assign|sgd]
- *                [--json FILE]
+ *                [--warm BYTES] [--json FILE]
  *
  * For each size: a float32 tensor of that many bytes (shards of --shard
  * elements, default 16384 = 64 KiB) is created on the servers; pull and
  * push run back to back for --seconds each (at least 3 times), and the
  * figure is bytes moved per second of the tensor's payload.
+ *
+ * --warm BYTES first pushes (ASSIGN) a tensor of the largest size until
+ * BYTES have gone, then waits while the old blocks come back: every push
+ * writes new blocks, and on a server's fresh region each of their pages
+ * is faulted in on first touch (11 us a 4 KiB page on a VM that shadows
+ * page tables, where that is most of a push).  With --warm as large as
+ * the server's --memory, the points measure a server that has run a
+ * while, as the raw rows' buffers are written before they are measured.
  *
  * The raw rows use the transport directly: an in-process target context
  * of the servers' provider (listener, accept in a thread, one registered
@@ -34,6 +42,7 @@
 #include "rkv.h"
 #include "rkv_ps.h"
 #include "rtime.h"
+#include "size.h"
 #include "transport.h"
 #include "version.h"
 
@@ -45,6 +54,7 @@ struct opts {
 	const char *servers;
 	const char *json;
 	double seconds;
+	uint64_t warm;
 	uint32_t shard;
 	enum rkv_ps_rule rule;
 	size_t sizes[MAX_SIZES];
@@ -231,20 +241,51 @@ static double ps_rate(struct rkv_ps_tensor *t, int push, enum rkv_ps_rule rule,
 	return (double)n * 4 * it / ((double)t1 / 1e9) / 1e6;
 }
 
+#define WARM_PAUSE_MS 1000u /* after --warm's pushes: a grace and more */
+
+/* --warm: ASSIGN pushes of an n-float tensor until o->warm bytes have
+ * gone, then the pause (polled: the client hands its old blocks back).
+ * 0 or -errno. */
+static int warm_up(struct rkv_client *c, struct rkv_ps *ps,
+		   const struct opts *o, float *buf, uint64_t n)
+{
+	struct rkv_ps_tensor *t = NULL;
+	uint64_t done = 0, t0 = rkv_now_ns(), until;
+	char name[64];
+	int rc;
+
+	snprintf(name, sizeof(name), "bench-%d-warm", (int)getpid());
+	rc = rkv_ps_tensor_create(ps, name, RKV_PS_FLOAT32, n, o->shard, buf);
+	if (!rc)
+		rc = rkv_ps_tensor_open(ps, name, RKV_PS_FLOAT32, n, &t);
+	while (!rc && done < o->warm) {
+		rc = rkv_ps_push(t, RKV_PS_ASSIGN, buf, n, 0.0f);
+		done += n * 4;
+	}
+	if (t)
+		rkv_ps_tensor_close(t);
+	(void)rkv_ps_tensor_delete(ps, name);
+	if (rc)
+		return rc;
+	printf("warm-up: %llu MiB pushed in %.1f s\n",
+	       (unsigned long long)(done >> 20),
+	       (double)(rkv_now_ns() - t0) / 1e9);
+	until = rkv_now_ms() + WARM_PAUSE_MS;
+	while (rkv_now_ms() < until) {
+		(void)rkv_poll(c, NULL, 0);
+		usleep(1000);
+	}
+	return 0;
+}
+
 /* -------------------------------------------------------------- main */
 
+/* A tensor size: 4 bytes to 256 MiB, whole floats. */
 static int parse_size(const char *s, size_t *out)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t v;
 
-	if (end == s)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'k')
-		v <<= 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		v <<= 20, end++;
-	if (*end || v < 4 || v > (256ull << 20) || v % 4)
+	if (rkv_parse_size(s, &v) || v < 4 || v > (256ull << 20) || v % 4)
 		return -EINVAL;
 	*out = (size_t)v;
 	return 0;
@@ -265,7 +306,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rkv-bench-ps --servers ADDR[,ADDR] "
 		   "[--sizes 4K,64K,1M,16M] [--seconds S]\n"
 		   "                    [--shard ELEMS] "
-		   "[--rule sum|assign|sgd] [--json FILE]\n"
+		   "[--rule sum|assign|sgd] [--warm BYTES] [--json FILE]\n"
 		   "       rkv-bench-ps --help | --version\n");
 }
 
@@ -278,6 +319,7 @@ int main(int argc, char **argv)
 		{ "shard", required_argument, NULL, 'e' },
 		{ "rule", required_argument, NULL, 'r' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "warm", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -300,6 +342,14 @@ int main(int argc, char **argv)
 		case 't': o.seconds = atof(optarg); break;
 		case 'e': o.shard = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'j': o.json = optarg; break;
+		case 'w':
+			if (rkv_parse_size(optarg, &o.warm) || !o.warm) {
+				fprintf(stderr, "rkv-bench-ps: --warm: want a "
+					"size (bytes, K, M or G), got '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'r':
 			if (!strcmp(optarg, "sum"))
 				o.rule = RKV_PS_SUM;
@@ -366,6 +416,10 @@ int main(int argc, char **argv)
 	printf("rkv-bench-ps: %s, shards of %u floats (%u KiB), push rule %s, "
 	       "%.1f s per point\n", o.servers, o.shard, o.shard * 4 / 1024,
 	       rkv_ps_rule_str(o.rule), o.seconds);
+	if (o.warm && (rc = warm_up(c, ps, &o, buf, maxb / 4))) {
+		fprintf(stderr, "rkv-bench-ps: --warm: %s\n", strerror(-rc));
+		return 1;
+	}
 	printf("%-6s %7s %10s %10s %10s %10s %7s %7s\n", "size", "shards",
 	       "pull MB/s", "READ MB/s", "push MB/s", "WRITE MB/s",
 	       "pull/R", "push/W");

@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "msg.h"
+#include "size.h"
 #include "transport.h"
 #include "version.h"
 
@@ -92,31 +93,6 @@ static int parse_providers(const char *s, struct bench_opts *o)
 			return -EINVAL;
 		o->providers |= 1u << p;
 	}
-	return 0;
-}
-
-/* A byte count with an optional K, M or G suffix, at most max. */
-static int parse_bytes(const char *s, unsigned long max, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (end == s || errno)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'k')
-		shift = 10;
-	else if (*end == 'M' || *end == 'm')
-		shift = 20;
-	else if (*end == 'G' || *end == 'g')
-		shift = 30;
-	if (shift)
-		end++;
-	if (*end || v > (max >> shift))
-		return -EINVAL;
-	*out = (size_t)(v << shift);
 	return 0;
 }
 
@@ -260,9 +236,16 @@ int main(int argc, char **argv)
 			rc = parse_uint(optarg, BENCH_MAX_CHAIN, &v);
 			o.chain = v > 1 ? (unsigned)v : 0;
 			break;
-		case OPT_SPREAD:
-			rc = parse_bytes(optarg, 64ul << 30, &o.spread);
+		case OPT_SPREAD: {
+			uint64_t bytes;
+
+			rc = rkv_parse_size(optarg, &bytes);
+			if (!rc && bytes > (64ull << 30))
+				rc = -EINVAL;
+			if (!rc)
+				o.spread = (size_t)bytes;
 			break;
+		}
 		case OPT_ADDR:
 			o.addr = optarg;
 			break;

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # peers.sh - sourced by bench/run-ycsb.sh, run-idle.sh, run-mem.sh,
-# run-fill.sh, run-big.sh, run-migrate.sh, run-failover.sh and
+# run-fill.sh, run-big.sh, run-migrate.sh, run-failover.sh, run-goals.sh and
 # bench/ycsb/selftest.sh: start a peer store (redis-server, memcached) on a
 # free loopback port, or an rkv-server.
 # The caller owns a PIDS array (the started PIDs are appended to it).
@@ -117,4 +117,29 @@ peers_stop() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
   PIDS=()
+}
+
+# cpu_of PID [COMM]: ns on a CPU so far of PID's threads (only those named
+# COMM, when given), from /proc/PID/task/*/schedstat.
+cpu_of() {
+  local t s=0 c
+  for t in /proc/"$1"/task/*; do
+    if [ -n "${2:-}" ]; then
+      read -r c <"$t/comm" 2>/dev/null || continue
+      [ "$c" = "$2" ] || continue
+    fi
+    read -r c _ <"$t/schedstat" 2>/dev/null && s=$((s + c))
+  done
+  echo "$s"
+}
+
+# idle_pct PID SECS: per cent of one core PID used over SECS, after a
+# second of rest.
+idle_pct() {
+  local a b
+  sleep 1
+  a=$(cpu_of "$1")
+  sleep "$2"
+  b=$(cpu_of "$1")
+  awk -v a="$a" -v b="$b" -v s="$2" 'BEGIN {printf "%.3f", (b - a) / 1e7 / s}'
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "server_internal.h"
+#include "size.h"
 #include "test.h"
 
 #define K 1024ull
@@ -383,22 +384,22 @@ static void t_config_values(void)
 {
 	uint64_t v;
 
-	EXPECT_EQ(rkv_srv_parse_size("0", &v), 0);
-	EXPECT_EQ(rkv_srv_parse_size("4096", &v), 0);
+	EXPECT_EQ(rkv_parse_size("0", &v), 0);
+	EXPECT_EQ(rkv_parse_size("4096", &v), 0);
 	EXPECT_EQ(v, 4096);
-	EXPECT_EQ(rkv_srv_parse_size("64K", &v), 0);
+	EXPECT_EQ(rkv_parse_size("64K", &v), 0);
 	EXPECT_EQ(v, 64 * K);
-	EXPECT_EQ(rkv_srv_parse_size("256m", &v), 0);
+	EXPECT_EQ(rkv_parse_size("256m", &v), 0);
 	EXPECT_EQ(v, 256 * K * K);
-	EXPECT_EQ(rkv_srv_parse_size("2GiB", &v), 0);
+	EXPECT_EQ(rkv_parse_size("2GiB", &v), 0);
 	EXPECT_EQ(v, 2 * K * K * K);
-	EXPECT_EQ(rkv_srv_parse_size("1T", &v), 0);
-	EXPECT_EQ(rkv_srv_parse_size("", &v), -EINVAL);
-	EXPECT_EQ(rkv_srv_parse_size("-1", &v), -EINVAL);
-	EXPECT_EQ(rkv_srv_parse_size("12X", &v), -EINVAL);
-	EXPECT_EQ(rkv_srv_parse_size("1KK", &v), -EINVAL);
-	EXPECT_EQ(rkv_srv_parse_size("99999999999999999999", &v), -EINVAL);
-	EXPECT_EQ(rkv_srv_parse_size("17179869184G", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("1T", &v), 0);
+	EXPECT_EQ(rkv_parse_size("", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("-1", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("12X", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("1KK", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("99999999999999999999", &v), -EINVAL);
+	EXPECT_EQ(rkv_parse_size("17179869184G", &v), -EINVAL);
 
 	EXPECT_EQ(rkv_srv_buckets_for(0, 8), 2);
 	EXPECT_EQ(rkv_srv_buckets_for(8, 8), 2);  /* 4 keys a bucket of 8 */
