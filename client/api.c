@@ -612,6 +612,9 @@ int rkv_ext_buf_cheap(const struct rkv_client *c)
 	return rkv_tp_provider(c->eng.tp) != RKV_TP_VERBS;
 }
 
+_Static_assert(INLINE_VALUE == 261024,
+	       "rkv_ext.h and rkv_ps.h give this limit as 261,024 bytes");
+
 void rkv_ext_info(const struct rkv_client *c, struct rkv_ext_info *out)
 {
 	*out = (struct rkv_ext_info){ .max_inflight = c->nslots,

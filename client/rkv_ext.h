@@ -100,7 +100,10 @@ void rkv_ext_buf_dereg(struct rkv_ext_buf *b);
  * registration outliving its buffer is harmless.  0 on verbs. */
 int rkv_ext_buf_cheap(const struct rkv_client *c);
 
-/* The client's options, as an extension sizes itself by them. */
+/* The client's options, as an extension sizes itself by them.  max_value
+ * is the largest value an extension op moves: the client's max_value, at
+ * most 261,024 bytes (a split get or head put moves a value in one piece;
+ * bigger values are rkv_get/rkv_put/rkv_rmw's). */
 struct rkv_ext_info {
 	unsigned max_inflight;
 	unsigned max_value;

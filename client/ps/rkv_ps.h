@@ -43,7 +43,9 @@
  * finishing; delete it to start over), -EINVAL (bad name, length or dtype
  * mismatch, push of a wrong length, bad rule), -ENOBUFS (pull buffer
  * shorter than the tensor), -EOPNOTSUPP (float16/bfloat16: not yet),
- * -EMSGSIZE (shard larger than the client's max_value), -ESTALE (the
+ * -EMSGSIZE (a shard over 261,024 bytes with its 16-byte header, the most
+ * one value moves in one piece: 65,252 float32 elements; less when the
+ * client's max_value is lower), -ESTALE (the
  * tensor was deleted and created again since open), -ETIMEDOUT,
  * -ECONNRESET, -ENOSPC, -ENODEV (server without counters).  A call that
  * fails its argument checks changes nothing.
@@ -150,8 +152,8 @@ void rkv_ps_destroy(struct rkv_ps *ps);
  * init is NULL.  The metadata is inserted first in state "creating" (a
  * concurrent create of the same name gets -EEXIST, an open -EBUSY), then
  * every shard is written, then the state becomes "ready".  Returns 0,
- * -EEXIST, -EINVAL, -EOPNOTSUPP (float16, bfloat16), -EMSGSIZE (shard too
- * large for the client's max_value), -ENOSPC, -ETIMEDOUT, -ECONNRESET.
+ * -EEXIST, -EINVAL, -EOPNOTSUPP (float16, bfloat16), -EMSGSIZE (shard over
+ * 261,024 bytes: see above), -ENOSPC, -ETIMEDOUT, -ECONNRESET.
  */
 int rkv_ps_tensor_create(struct rkv_ps *ps, const char *name,
 			 enum rkv_ps_dtype dtype, uint64_t len,
@@ -308,7 +310,7 @@ int rkv_ps_push_dev(struct rkv_ps_tensor *t, enum rkv_ps_rule rule,
  *
  * Errors are -errno: -EEXIST (create), -ENOENT (no such table), -EINVAL
  * (bad name or configuration), -ERANGE (an id >= num_rows: nothing is
- * read or changed), -EMSGSIZE (a row larger than the client's max_value),
+ * read or changed), -EMSGSIZE (a row over 261,024 bytes, as a shard),
  * -ESTALE, -ETIMEDOUT, -ECONNRESET, -ENOSPC.
  */
 enum rkv_emb_optim {

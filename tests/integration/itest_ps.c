@@ -302,8 +302,15 @@ static void t_bad_input(void)
 		  -EINVAL);
 	EXPECT_EQ(rkv_ps_tensor_create(p.ps, "z", RKV_PS_FLOAT32, 10,
 				       1u << 20, NULL), -EMSGSIZE);
+	/* rkv_ps.h's bound: a shard of 65,252 floats (261,024 bytes with its
+	 * header) is the largest; one more element is refused */
+	EXPECT_EQ(rkv_ps_tensor_create(p.ps, "z", RKV_PS_FLOAT32, 65253, 65253,
+				       NULL), -EMSGSIZE);
 	EXPECT_EQ(rkv_ps_tensor_open(p.ps, "z", RKV_PS_FLOAT32, 0, &t),
 		  -ENOENT); /* nothing was created */
+	EXPECT_EQ(rkv_ps_tensor_create(p.ps, "big", RKV_PS_FLOAT32, 65252,
+				       65252, NULL), 0);
+	EXPECT_EQ(rkv_ps_tensor_delete(p.ps, "big"), 0);
 	/* the real one: 300 elements in shards of 100 */
 	EXPECT_EQ(rkv_ps_tensor_create(p.ps, "x", RKV_PS_FLOAT32, 300, 100,
 				       NULL), 0);
