@@ -12,13 +12,15 @@
  * push run back to back for --seconds each (at least 3 times), and the
  * figure is bytes moved per second of the tensor's payload.
  *
- * --warm BYTES first pushes (ASSIGN) a tensor of the largest size until
- * BYTES have gone, then waits while the old blocks come back: every push
- * writes new blocks, and on a server's fresh region each of their pages
- * is faulted in on first touch (11 us a 4 KiB page on a VM that shadows
- * page tables, where that is most of a push).  With --warm as large as
- * the server's --memory, the points measure a server that has run a
- * while, as the raw rows' buffers are written before they are measured.
+ * --warm BYTES first pushes a tensor of the largest size, with the rule
+ * measured, until BYTES have gone, then waits while the old blocks come
+ * back.  Every push writes new blocks, and on a server's fresh region each
+ * of their pages is faulted in on first touch (11 us a 4 KiB page on a VM
+ * that shadows page tables, where that is most of a push); warmed with
+ * ASSIGN instead, the first SUM point still ran at a third of the next
+ * run's speed.  With --warm as large as the server's --memory, the points
+ * measure a server that has run a while, as the raw rows' buffers are
+ * written before they are measured.
  *
  * The raw rows use the transport directly: an in-process target context
  * of the servers' provider (listener, accept in a thread, one registered
@@ -243,7 +245,7 @@ static double ps_rate(struct rkv_ps_tensor *t, int push, enum rkv_ps_rule rule,
 
 #define WARM_PAUSE_MS 1000u /* after --warm's pushes: a grace and more */
 
-/* --warm: ASSIGN pushes of an n-float tensor until o->warm bytes have
+/* --warm: pushes (o->rule) of an n-float tensor until o->warm bytes have
  * gone, then the pause (polled: the client hands its old blocks back).
  * 0 or -errno. */
 static int warm_up(struct rkv_client *c, struct rkv_ps *ps,
@@ -259,7 +261,7 @@ static int warm_up(struct rkv_client *c, struct rkv_ps *ps,
 	if (!rc)
 		rc = rkv_ps_tensor_open(ps, name, RKV_PS_FLOAT32, n, &t);
 	while (!rc && done < o->warm) {
-		rc = rkv_ps_push(t, RKV_PS_ASSIGN, buf, n, 0.0f);
+		rc = rkv_ps_push(t, o->rule, buf, n, 1e-3f);
 		done += n * 4;
 	}
 	if (t)
