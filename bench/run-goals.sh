@@ -58,8 +58,13 @@ if ! command -v redis-server >/dev/null; then
   exit 2
 fi
 
-# put KEY VALUE: one more round's figure for KEY
-put() { [ -n "$2" ] && echo "$2" >>"$tmp/v.$1"; }
+# put KEY VALUE: round $r's figure for KEY (a line "ROUND VALUE")
+put() { [ -n "$2" ] && echo "$r $2" >>"$tmp/v.$1"; }
+
+# listen_on PROVIDER: the address a server of that provider listens on
+listen_on() {
+  if [ "$1" = shm ]; then echo "shm:///rkv-goals-$$"; else echo tcp://127.0.0.1:0; fi
+}
 
 # ycsb STORE DB ADDR PHASE W THREADS BATCH: one rkv-ycsb phase; the run's
 # ops/s in $tmp/v.ycsb.STORE.W.THREADSxBATCH, the op count in OPS_DONE
@@ -109,9 +114,8 @@ for r in $(seq 1 "$ROUNDS"); do
   # idle servers
   m=""
   for p in tcp shm; do
-    a=tcp://127.0.0.1:0
-    [ "$p" = shm ] && a=shm:///rkv-goals-$$
-    start_rkv_server "$tmp/idle.out" --listen "$a" --log-level warn ||
+    start_rkv_server "$tmp/idle.out" --listen "$(listen_on "$p")" \
+      --log-level warn ||
       { echo "run-goals: rkv-server ($p): $RKV_WHY" >&2; continue; }
     v=$(idle_pct "$RPID" "$IDLE")
     m=$(awk -v a="$m" -v b="$v" 'BEGIN {print (a == "" || b > a) ? b : a}')
@@ -128,9 +132,7 @@ for r in $(seq 1 "$ROUNDS"); do
   fi
   peers_stop
   for p in tcp shm; do
-    a=tcp://127.0.0.1:0
-    [ "$p" = shm ] && a=shm:///rkv-goals-$$
-    start_rkv_server "$tmp/rkv.out" --listen "$a" \
+    start_rkv_server "$tmp/rkv.out" --listen "$(listen_on "$p")" \
       --capacity $((RECORDS * 2 + 100000)) --memory 1G --log-level warn ||
       { echo "run-goals: rkv-server ($p): $RKV_WHY" >&2; continue; }
     ycsb_store "rkv-$p" rkv "$RADDR" "$RPID" rkv-transport
@@ -156,16 +158,17 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 t1=$(date +%s)
 
-# stat A [B]: "min / median / max" of file v.A, or of v.A / v.B round by
-# round (B's median shown by the caller)
+# stat A [B]: "min / median / max" of A's figures, or of A / B taken in
+# each round that has both (B's median shown by the caller)
 stat() {
   local f=$tmp/v.$1
   [ -s "$f" ] || { echo "-"; return; }
   if [ -n "${2:-}" ]; then
     [ -s "$tmp/v.$2" ] || { echo "-"; return; }
-    paste "$f" "$tmp/v.$2" | awk '$2 > 0 {printf "%.3f\n", $1 / $2}'
+    awk 'NR == FNR {b[$1] = $2; next}
+      b[$1] > 0 {printf "%.3f\n", $2 / b[$1]}' "$tmp/v.$2" "$f"
   else
-    cat "$f"
+    awk '{print $2}' "$f"
   fi | sort -g | awk '{v[NR] = $1} END {
     if (NR == 0) { print "-"; exit }
     printf "%s / %s / %s\n", v[1], v[int((NR + 1) / 2)], v[NR] }'

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * size.c - rkv_parse_size (size.h).
+ * size.c - rkv_parse_size and rkv_parse_size_list (size.h).
  */
 #include "size.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 int rkv_parse_size(const char *s, uint64_t *out)
 {
@@ -35,5 +36,32 @@ int rkv_parse_size(const char *s, uint64_t *out)
 	if (v > UINT64_MAX / mul)
 		return -EINVAL;
 	*out = v * mul;
+	return 0;
+}
+
+int rkv_parse_size_list(const char *s, uint64_t lo, uint64_t hi,
+			uint64_t *out, unsigned cap, unsigned *n)
+{
+	unsigned k = 0;
+
+	if (!s)
+		return -EINVAL;
+	for (;;) {
+		size_t len = strcspn(s, ",");
+		char item[32];
+		uint64_t v;
+
+		if (!len || len >= sizeof(item) || k == cap)
+			return -EINVAL;
+		memcpy(item, s, len);
+		item[len] = '\0';
+		if (rkv_parse_size(item, &v) || v < lo || v > hi)
+			return -EINVAL;
+		out[k++] = v;
+		if (!s[len])
+			break;
+		s += len + 1;
+	}
+	*n = k;
 	return 0;
 }

@@ -234,26 +234,6 @@ static int big_loop(struct rkv_client *c, const uint64_t *sizes,
 	return 0;
 }
 
-/* SIZE[,SIZE...]: bytes, or K / M / G suffixed; up to 16 of 1..1 GiB. */
-static int parse_sizes(const char *s, uint64_t *out, unsigned *n)
-{
-	char buf[256], *save = NULL;
-
-	if (strlen(s) >= sizeof(buf))
-		return -1;
-	strcpy(buf, s);
-	*n = 0;
-	for (char *t = strtok_r(buf, ",", &save); t;
-	     t = strtok_r(NULL, ",", &save)) {
-		uint64_t v;
-
-		if (rkv_parse_size(t, &v) || !v || v > (1ull << 30) || *n == 16)
-			return -1;
-		out[(*n)++] = v;
-	}
-	return *n ? 0 : -1;
-}
-
 /* The hot keys' names: key<10 digits>, as the mixed run's. */
 static int hot_key(char *k, size_t cap, uint64_t i)
 {
@@ -481,7 +461,8 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'B':
-			if (parse_sizes(optarg, big, &nbig)) {
+			if (rkv_parse_size_list(optarg, 1, 1ull << 30, big, 16,
+						&nbig)) {
 				fprintf(stderr, "rkv-bench-kv: --big: want "
 						"SIZE[,SIZE...] of 1 B to 1 GiB "
 						"(K/M/G suffixes), got '%s'\n",

@@ -282,17 +282,6 @@ static int warm_up(struct rkv_client *c, struct rkv_ps *ps,
 
 /* -------------------------------------------------------------- main */
 
-/* A tensor size: 4 bytes to 256 MiB, whole floats. */
-static int parse_size(const char *s, size_t *out)
-{
-	uint64_t v;
-
-	if (rkv_parse_size(s, &v) || v < 4 || v > (256ull << 20) || v % 4)
-		return -EINVAL;
-	*out = (size_t)v;
-	return 0;
-}
-
 static void size_str(size_t b, char *s, size_t n)
 {
 	if (b >= (1u << 20) && b % (1u << 20) == 0)
@@ -375,20 +364,24 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	char *dup = strdup(sizes), *save = NULL;
+	uint64_t bytes[MAX_SIZES];
 
-	for (char *t = strtok_r(dup, ",", &save); t && o.nsizes < MAX_SIZES;
-	     t = strtok_r(NULL, ",", &save)) {
-		if (parse_size(t, &o.sizes[o.nsizes])) {
-			fprintf(stderr, "rkv-bench-ps: bad size '%s'\n", t);
-			free(dup);
-			return 2;
-		}
-		if (o.sizes[o.nsizes] > maxb)
-			maxb = o.sizes[o.nsizes];
-		o.nsizes++;
+	/* tensor sizes: 4 bytes to 256 MiB, whole floats */
+	rc = rkv_parse_size_list(sizes, 4, 256ull << 20, bytes, MAX_SIZES,
+				 &o.nsizes);
+	for (unsigned i = 0; !rc && i < o.nsizes; i++) {
+		if (bytes[i] % 4)
+			rc = -EINVAL;
+		o.sizes[i] = (size_t)bytes[i];
+		if (bytes[i] > maxb)
+			maxb = (size_t)bytes[i];
 	}
-	free(dup);
+	if (rc) {
+		fprintf(stderr, "rkv-bench-ps: bad --sizes '%s' (4 B to 256 "
+			"MiB each, whole floats, at most %d)\n", sizes,
+			MAX_SIZES);
+		return 2;
+	}
 
 	rkv_client_opts_init(&co);
 	co.servers = o.servers;

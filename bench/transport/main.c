@@ -32,7 +32,7 @@ static void usage(FILE *f)
 		"  --warmup N      unmeasured posts per point (default 1000)\n"
 		"  --repeat R      run each point R times, keep the lowest p50\n"
 		"                  (default 1)\n"
-		"  --sizes LIST    READ/WRITE sizes in bytes, up to 64 MiB\n"
+		"  --sizes LIST    READ/WRITE sizes (bytes, K or M), up to 64 MiB\n"
 		"                  (default 8,64,4096)\n"
 		"  --ops LIST      read,write,cas (default all three)\n"
 		"  --chain K       also measure chains of K WRs per post (max %d)\n"
@@ -98,21 +98,13 @@ static int parse_providers(const char *s, struct bench_opts *o)
 
 static int parse_sizes(const char *s, struct bench_opts *o)
 {
-	char buf[256], *save = NULL, *t;
+	uint64_t v[BENCH_MAX_SIZES];
+	int rc = rkv_parse_size_list(s, 1, 1ull << 26, v, BENCH_MAX_SIZES,
+				     &o->nsizes);
 
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	o->nsizes = 0;
-	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		unsigned long v;
-
-		if (o->nsizes == BENCH_MAX_SIZES ||
-		    parse_uint(t, 1ul << 26, &v) || v == 0)
-			return -EINVAL;
-		o->sizes[o->nsizes++] = v;
-	}
-	return o->nsizes ? 0 : -EINVAL;
+	for (unsigned i = 0; !rc && i < o->nsizes; i++)
+		o->sizes[i] = (size_t)v[i];
+	return rc;
 }
 
 static int parse_ops(const char *s, struct bench_opts *o)

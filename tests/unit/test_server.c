@@ -401,6 +401,24 @@ static void t_config_values(void)
 	EXPECT_EQ(rkv_parse_size("99999999999999999999", &v), -EINVAL);
 	EXPECT_EQ(rkv_parse_size("17179869184G", &v), -EINVAL);
 
+	/* lists (the bench tools' --sizes) */
+	uint64_t l[3];
+	unsigned n = 99;
+
+	EXPECT_EQ(rkv_parse_size_list("8,64K,1M", 1, 1ull << 20, l, 3, &n), 0);
+	EXPECT_EQ(n, 3);
+	EXPECT_TRUE(l[0] == 8 && l[1] == 64 * K && l[2] == K * K);
+	EXPECT_EQ(rkv_parse_size_list("4096", 1, 4096, l, 3, &n), 0);
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(rkv_parse_size_list("1,2,3,4", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("0", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("10", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("1,,2", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("1,", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(rkv_parse_size_list("1,x", 1, 9, l, 3, &n), -EINVAL);
+	EXPECT_EQ(n, 1); /* untouched by the failures */
+
 	EXPECT_EQ(rkv_srv_buckets_for(0, 8), 2);
 	EXPECT_EQ(rkv_srv_buckets_for(8, 8), 2);  /* 4 keys a bucket of 8 */
 	EXPECT_EQ(rkv_srv_buckets_for(9, 8), 4);
