@@ -102,6 +102,10 @@ static const struct cfg_row g_rows[] = {
 	  "8-byte counter words for FETCH_ADD (barriers); 0: none" },
 	{ "max-clients", T_U64, FIELD(max_clients), 0, 1, 65536, 0, "1024",
 	  "N", "most clients connected at once (beyond: -EUSERS)" },
+	{ "max-clients-per-peer", T_U64, FIELD(max_clients_peer), 0, 1, 65536,
+	  0, "256", "N",
+	  "tcp/verbs: clients connected at once from one peer address, each "
+	  "a connection (a QP on verbs) (beyond: -EUSERS)" },
 	{ "max-chunks", T_U64, FIELD(max_chunks), 0, 1, 1 << 20, 0, "4096",
 	  "N", "chunk grants one client may hold (beyond: -EDQUOT)" },
 	{ "max-inflight", T_U64, FIELD(max_inflight), 0, 1, RKV_CTRL_RECVS_MAX,
@@ -121,6 +125,11 @@ static const struct cfg_row g_rows[] = {
 	{ "rotate-rkeys", T_U64, FIELD(rotate_s), 0, 0, 86400, 0, "0", "SECONDS",
 	  "register the regions anew and hand clients new rkeys this often; "
 	  "0: never" },
+	{ "rkey-windows", T_STR, FIELD(rkey_windows_s), CAP(rkey_windows_s),
+	  0, 0, 0, "auto", "auto|on|off",
+	  "rkeys that work on one client's connection only (verbs: type-2B "
+	  "memory windows bound to its QP; tcp: salted per connection); "
+	  "auto: where the device has them, on: refuse to start without" },
 	{ "max-handshakes", T_U64, FIELD(max_handshakes), 0, 0, 1 << 20, 0,
 	  "0", "N",
 	  "tcp/shm: connections accepted whose transport HELLO has not come;"
@@ -529,6 +538,17 @@ int rkv_srv_config_finish(struct rkv_srv_config *cfg, char *err,
 	rc = shm_finish(cfg, err, errlen);
 	if (rc)
 		return rc;
+	if (!strcmp(cfg->rkey_windows_s, "auto")) {
+		cfg->rkey_windows = RKV_WINDOWS_AUTO;
+	} else if (!strcmp(cfg->rkey_windows_s, "on")) {
+		cfg->rkey_windows = RKV_WINDOWS_ON;
+	} else if (!strcmp(cfg->rkey_windows_s, "off")) {
+		cfg->rkey_windows = RKV_WINDOWS_OFF;
+	} else {
+		rkv_msgf(err, errlen, "--rkey-windows: '%s' is not auto, on "
+			 "or off", cfg->rkey_windows_s);
+		return -EINVAL;
+	}
 	if (cfg->name[0] && rkv_server_name_check(cfg->name)) {
 		rkv_msgf(err, errlen,
 			 "--name: '%s' is not a server name (1-63 of A-Z a-z "

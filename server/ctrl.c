@@ -455,8 +455,9 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 {
 	struct rkv_srv *srv = c->srv;
 	struct rkv_msg_hello_reply *r = &srv->rep.u.hello_reply;
-	const struct rkv_mr *imr = srv->index_mr, *dmr = srv->data_mr;
+	struct rkv_mr *imr = srv->index_mr, *dmr = srv->data_mr;
 	char w[256];
+	int rc;
 
 	memset(r, 0, sizeof(*r));
 	r->fence_epoch = srv->fence_epoch;
@@ -478,6 +479,22 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 			return;
 		}
 	}
+	/* this connection's own rkeys (verbs: windows bound to its QP, the
+	 * binds posted before the reply) */
+	rc = rkv_ep_rkey(c->ep, imr, &r->index_rkey);
+	if (!rc)
+		rc = rkv_ep_rkey(c->ep, dmr, &r->data_rkey);
+	if (!rc && srv->ctr_mr && !(hm->flags & RKV_HELLO_READ_ONLY))
+		rc = rkv_ep_rkey(c->ep, srv->ctr_mr, &r->counters_rkey);
+	if (rc) {
+		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
+			"%s: no rkeys for this connection: %s",
+			who(c, w, sizeof(w)), strerror(-rc));
+		memset(r, 0, sizeof(*r));
+		r->fence_epoch = srv->fence_epoch;
+		r->status = rc == -ENOMEM ? -EBUSY : -EIO;
+		return;
+	}
 	copy_name(c->name, hm->name);
 	c->read_only = !!(hm->flags & RKV_HELLO_READ_ONLY);
 	c->map_epoch = hm->map_epoch;
@@ -494,13 +511,11 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->client_id = c->client_id;
 	snprintf(r->server_name, sizeof(r->server_name), "%s", srv->cfg.name);
 	r->server_id = srv->server_id;
-	r->index_rkey = imr->rkey;
 	r->index_addr = (uint64_t)(uintptr_t)srv->index_mem;
 	r->nbuckets = srv->cfg.nbuckets;
 	r->bucket_slots = (uint32_t)srv->cfg.bucket_slots;
 	r->levels_max = srv->cfg.levels_max;
 	r->levels = srv->levels;
-	r->data_rkey = dmr->rkey;
 	r->chunk_size = (uint32_t)srv->cfg.chunk;
 	r->data_addr = (uint64_t)(uintptr_t)srv->data_mem;
 	r->data_len = srv->data_len;
@@ -510,7 +525,6 @@ static void do_hello(struct rkv_srv_conn *c, const struct rkv_msg_hello *hm)
 	r->big_grace_ms = (uint32_t)srv->cfg.big_grace_ms;
 	if (srv->ctr_mr && !c->read_only) {
 		r->counters_addr = (uint64_t)(uintptr_t)srv->ctr_mem;
-		r->counters_rkey = srv->ctr_mr->rkey;
 		r->counters_count = (uint32_t)srv->cfg.counters;
 	}
 	/* Before the reply goes out: the client maps our regions (shm) as
@@ -843,6 +857,48 @@ static int do_challenge(struct rkv_srv_conn *c, const struct rkv_msg *m,
 }
 
 /* AUTH_RESPONSE in RKV_CONN_AUTH: HELLO_REPLY or ERROR and close. */
+/* The address part of a transport peer ("HOST:PORT", "[V6]:PORT"), or
+ * all of it when it has no port. */
+static size_t peer_host_len(const char *p)
+{
+	const char *colon = strrchr(p, ':');
+	const char *q;
+
+	if (!colon || !colon[1])
+		return strlen(p);
+	for (q = colon + 1; *q; q++)
+		if (*q < '0' || *q > '9')
+			return strlen(p);
+	return (size_t)(colon - p);
+}
+
+/*
+ * Whether c's peer address has --max-clients-per-peer clients connected
+ * already (tcp, verbs: every client is a connection, on verbs a QP; shm
+ * peers are local processes, admitted by uid instead).
+ */
+static int peer_full(const struct rkv_srv_conn *c, unsigned *n)
+{
+	const struct rkv_srv *srv = c->srv;
+	const char *me = rkv_ep_peer(c->ep);
+	size_t ml = peer_host_len(me);
+
+	*n = 0;
+	if (rkv_tp_provider(srv->tp) == RKV_TP_SHM)
+		return 0;
+	for (uint32_t i = 0; i < srv->nslots; i++) {
+		const struct rkv_srv_conn *o = srv->conns[i];
+		const char *op;
+
+		if (!o || o == c || o->state != RKV_CONN_READY)
+			continue;
+		op = rkv_ep_peer(o->ep);
+		if (peer_host_len(op) == ml && !memcmp(op, me, ml))
+			(*n)++;
+	}
+	return *n >= srv->cfg.max_clients_peer;
+}
+
 static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 			    uint64_t now_ms)
 {
@@ -856,6 +912,8 @@ static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 	/* single use, whatever the outcome */
 	c->nonce_live = 0;
 	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
+	unsigned np;
+
 	if (acc == RKV_SRV_ACCESS_NONE)
 		return auth_fail(c, m->hdr.req_id, now_ms, "wrong response");
 	if (acc == RKV_SRV_ACCESS_READ) /* the server decides, not the ask */
@@ -864,6 +922,10 @@ static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
 				       "server full: %u clients",
 				       srv->nclients);
+	if (peer_full(c, &np))
+		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
+				       "%u clients from this address "
+				       "(--max-clients-per-peer)", np);
 	init_rep(srv, RKV_MSG_HELLO_REPLY, m->hdr.req_id);
 	do_hello(c, &c->hello);
 	return SERVED;
@@ -974,6 +1036,7 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	struct rkv_srv *srv = c->srv;
 	const struct rkv_msg *m = &srv->req;
 	char what[96];
+	unsigned np;
 	int rc;
 
 	rc = rkv_msg_decode(buf_of(c, rb), c->recv_len[rb], &srv->req);
@@ -1022,6 +1085,11 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 			return error_and_close(c, m->hdr.req_id, -EUSERS,
 					       now_ms, "server full: %u clients",
 					       srv->nclients);
+		if (peer_full(c, &np))
+			return error_and_close(c, m->hdr.req_id, -EUSERS,
+					       now_ms, "%u clients from this "
+					       "address (--max-clients-per-"
+					       "peer)", np);
 		if (rkv_srv_auth_on(&srv->cfg)) {
 			if (do_challenge(c, m, now_ms) == CLOSED)
 				return CLOSED;
@@ -1095,11 +1163,17 @@ int rkv_srv_ctrl_send_rkeys(struct rkv_srv_conn *c, uint32_t epoch,
 	init_rep(srv, RKV_MSG_RKEY_UPDATE, 0);
 	memset(u, 0, sizeof(*u));
 	u->epoch = epoch;
-	u->index_rkey = (c->read_only ? srv->index_ro_mr : srv->index_mr)->rkey;
-	u->data_rkey = (c->read_only ? srv->data_ro_mr : srv->data_mr)->rkey;
-	if (srv->ctr_mr && !c->read_only)
-		u->counters_rkey = srv->ctr_mr->rkey;
-	rc = send_reply(c, now_ms);
+	rc = rkv_ep_rkey(c->ep,
+			 c->read_only ? srv->index_ro_mr : srv->index_mr,
+			 &u->index_rkey);
+	if (!rc)
+		rc = rkv_ep_rkey(c->ep,
+				 c->read_only ? srv->data_ro_mr : srv->data_mr,
+				 &u->data_rkey);
+	if (!rc && srv->ctr_mr && !c->read_only)
+		rc = rkv_ep_rkey(c->ep, srv->ctr_mr, &u->counters_rkey);
+	if (!rc)
+		rc = send_reply(c, now_ms);
 	if (rc) {
 		conn_close(c, now_ms, 1, "cannot send RKEY_UPDATE: %s",
 			   strerror(-rc));

@@ -188,7 +188,8 @@ static int fence_renew(struct rkv_srv *srv, uint32_t epoch)
 		*cur_mr(srv, i) = NULL;
 	}
 	if (!access[R_INDEX])
-		access[R_INDEX] = RKV_ACCESS_ALL; /* a failed fence before */
+		access[R_INDEX] = RKV_ACCESS_ALL | /* a failed fence before */
+				  RKV_ACCESS_WINDOWED;
 	rc = rkv_tp_mem_renew(srv->tp, srv->index_mem, srv->index_len,
 			      fence_move, &fm);
 	for (int i = R_INDEX; i <= R_INDEX_RO && !rc; i++)

@@ -42,9 +42,14 @@
 #include "rtime.h"
 #include "server_internal.h"
 
+/* Every region a client reaches is windowed: each client gets rkeys of its
+ * own connection (rkv_ep_rkey) where the transport can (--rkey-windows). */
 #define DATA_ACCESS                                                            \
 	(RKV_ACCESS_LOCAL_WRITE | RKV_ACCESS_REMOTE_READ |                     \
-	 RKV_ACCESS_REMOTE_WRITE | RKV_ACCESS_REMOTE_ATOMIC)
+	 RKV_ACCESS_REMOTE_WRITE | RKV_ACCESS_REMOTE_ATOMIC |                  \
+	 RKV_ACCESS_WINDOWED)
+#define ALL_ACCESS (RKV_ACCESS_ALL | RKV_ACCESS_WINDOWED)
+#define RO_ACCESS (RKV_ACCESS_REMOTE_READ | RKV_ACCESS_WINDOWED)
 
 /*
  * The transport's log sink.  While the server starts, the transport's
@@ -178,7 +183,7 @@ static int reg_region(struct rkv_srv *srv, const char *what,
 			 gpu >= 0 ? rkv_tp_gpu_why(srv->tp) : "");
 		return rc;
 	}
-	rc = region_mr(srv, dm, *mem, len, RKV_ACCESS_REMOTE_READ, ro_mr);
+	rc = region_mr(srv, dm, *mem, len, RO_ACCESS, ro_mr);
 	if (rc) {
 		/* not fatal: read-only clients are refused instead */
 		rkv_log(RKV_LOG_WARN, RKV_SRV_COMP,
@@ -273,6 +278,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	opts.traffic_class = (int)cfg->traffic_class;
 	opts.service_level = (int)cfg->service_level;
 	opts.max_rd_atomic = (unsigned)cfg->max_rd_atomic;
+	opts.rkey_windows = cfg->rkey_windows;
 	/* tcp/shm: requests beyond the RECVs posted wait in the transport;
 	 * bound that to --max-inflight + the send buffers' worth, like the
 	 * RECVs themselves (a flooding client then gets RNR errors) */
@@ -311,7 +317,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 	/* the buckets, then the partition table (layout.h), zero: every
 	 * partition owned until a migration says otherwise */
 	srv->index_len = (size_t)(rkv_srv_nslots(cfg) * 8) + RKV_INDEX_EXTRA;
-	rc = reg_region(srv, "index", NULL, srv->index_len, RKV_ACCESS_ALL,
+	rc = reg_region(srv, "index", NULL, srv->index_len, ALL_ACCESS,
 			&srv->index_mem, &srv->index_mr, &srv->index_ro_mr,
 			why, whylen);
 	if (rc)
@@ -337,7 +343,7 @@ int rkv_srv_create_why(const struct rkv_srv_config *cfg, struct rkv_srv **out,
 			goto err;
 		}
 		rc = rkv_mr_reg(srv->tp, srv->ctr_mem, srv->ctr_len,
-				RKV_ACCESS_ALL, &srv->ctr_mr);
+				ALL_ACCESS, &srv->ctr_mr);
 		if (rc) {
 			rkv_msgf(why, whylen,
 				 "counter region: cannot register: %s",
@@ -416,15 +422,19 @@ void rkv_srv_log_start(const struct rkv_srv *srv)
 
 	tplog_release(srv->tplog);
 
+	/* with per-connection rkeys the MRs' own are handed to nobody */
 	rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 		"server %08x: index %" PRIu64 " buckets (%zu bytes at most, "
 		"%u levels) rkey %u, "
 		"data %zu bytes in %s rkey %u, values up to %" PRIu64
-		" bytes, %s",
+		" bytes, %s%s",
 		srv->server_id, cfg->nbuckets, srv->index_len,
 		cfg->levels_max, srv->index_mr->rkey, srv->data_len,
 		rkv_srv_datamem_describe(srv->datamem), srv->data_mr->rkey,
-		cfg->max_value, rkv_tp_describe(srv->tp));
+		cfg->max_value, rkv_tp_describe(srv->tp),
+		rkv_tp_windows(srv->tp) ? " (the rkeys above are the "
+					  "regions'; each client gets its own)"
+					: "");
 	if (cfg->secret_len && cfg->ro_secret_len)
 		rkv_log(RKV_LOG_INFO, RKV_SRV_COMP,
 			"clients must authenticate (full access: secret from "

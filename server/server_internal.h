@@ -69,6 +69,7 @@ struct rkv_srv_config {
 	uint64_t chunk;                 /* default chunk bytes */
 	uint64_t max_value;             /* largest value (HELLO_REPLY) */
 	uint64_t max_clients;
+	uint64_t max_clients_peer;      /* tcp/verbs: per peer address */
 	uint64_t max_chunks;            /* chunk grants one client may hold */
 	uint64_t max_inflight;          /* RECVs posted per connection */
 	uint64_t counters;              /* counter words; 0 = no region */
@@ -83,6 +84,7 @@ struct rkv_srv_config {
 	int64_t traffic_class;          /* verbs RoCE v2 DSCP|ECN; -1 */
 	int64_t service_level;          /* verbs IB SL; -1 */
 	int64_t max_rd_atomic;          /* verbs; 0: min(device, 16) */
+	char rkey_windows_s[8];         /* --rkey-windows auto|on|off */
 	int check_fabric;               /* --check-fabric: report, exit */
 	int64_t log_level;              /* enum rkv_log_level */
 	uint64_t max_handshakes;        /* tcp/shm: 0 = from the fd limit */
@@ -96,6 +98,7 @@ struct rkv_srv_config {
 					 * "Levels") */
 	unsigned levels_max;            /* 1: a fixed index */
 	unsigned shm_mode;              /* socket file mode */
+	int rkey_windows;               /* RKV_WINDOWS_* */
 	int shm_gid;                    /* -1: none */
 	unsigned shm_nuids;
 	uint32_t shm_uids[RKV_TP_SHM_UIDS];

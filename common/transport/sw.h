@@ -115,6 +115,9 @@ int sw_frame_check(const void *buf, size_t n, struct sw_hdr *h);
 #define SW_MR_MAX (1u << SW_MR_IDX_BITS)
 #define SW_MR_IDX_MASK (SW_MR_MAX - 1)
 #define SW_KEY_VALID (1ull << 63)
+/* tcp: the region is reached only with an endpoint's salted rkeys
+ * (RKV_ACCESS_WINDOWED, sw_ep.wsalt) */
+#define SW_KEY_WINDOWED (1ull << 62)
 #define SW_KEY_ACCESS(k) ((unsigned)((k) >> 32) & 0xfu)
 #define SW_KEY_MEMID1(k) ((unsigned)((k) >> 36) & 0xffffu) /* memid+1 */
 /* GPU regions: CUDA device + 1 in bits 52..61 (0: host memory). */
@@ -168,12 +171,13 @@ int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
 			 uint32_t lkey, bool need_write, int *gpu);
 /*
  * Check a remote access (caller holds t->lock for reading, or accepts a
- * race with deregistration).  Returns RKV_WC_SUCCESS with *ptr set, or
+ * race with deregistration).  salt: the receiving endpoint's wsalt, which
+ * a windowed region's rkey must carry.  Returns RKV_WC_SUCCESS with *ptr set, or
  * RKV_WC_REM_ACCESS_ERR.  *key_out gets the entry's key word.
  */
-int sw_mrtab_check_remote(struct sw_mrtab *t, uint32_t rkey, uint64_t addr,
-			  uint64_t len, unsigned need, void **ptr,
-			  uint64_t *key_out);
+int sw_mrtab_check_remote(struct sw_mrtab *t, uint32_t rkey, uint32_t salt,
+			  uint64_t addr, uint64_t len, unsigned need,
+			  void **ptr, uint64_t *key_out);
 
 /* --------------------------------------------------------------- the CQ */
 struct sw_ep;
@@ -295,6 +299,9 @@ struct sw_ep {
 	struct rkv_ep base;
 	struct sw_tp *tp;
 	struct sw_cq *cq;
+	/* rkv_ep_rkey of a windowed region: its rkey XOR this (random, the
+	 * index bits 0, never 0), undone by the target on this connection */
+	uint32_t wsalt;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* shm: waiters for a MAP_RESP (passive) */
 	int fd;
@@ -556,6 +563,8 @@ int sw_connect_finish(struct sw_tp *tp, struct sw_cq *cq, int fd,
 void sw_ep_destroy(struct rkv_ep *ep);
 
 /* sw_ep.c: lifetime, completions, the error state, progress */
+/* rkv_ep_rkey of a windowed region on tcp: its rkey XOR ep's wsalt. */
+int sw_ep_rkey(struct rkv_ep *ep, struct rkv_mr *mr, uint32_t *rkey);
 int sw_ep_alloc(struct sw_tp *tp, struct sw_cq *cq, int fd, bool passive,
 		const char *peer, struct sw_ep **out);
 void sw_ep_free(struct sw_ep *ep);

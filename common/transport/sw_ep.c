@@ -24,6 +24,7 @@
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -370,6 +371,26 @@ void sw_ep_event(struct sw_ep *ep, unsigned events)
 }
 
 /* ------------------------------------------------------------- lifetime */
+/* A random salt for windowed rkeys: index bits 0, the rest never 0. */
+static uint32_t new_wsalt(const void *ep)
+{
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint32_t)rkv_now_ns() * 2654435761u ^
+		    (uint32_t)(uintptr_t)ep;
+	r &= ~(uint32_t)SW_MR_IDX_MASK;
+	return r ? r : 1u << SW_MR_IDX_BITS;
+}
+
+int sw_ep_rkey(struct rkv_ep *base, struct rkv_mr *mr, uint32_t *rkey)
+{
+	struct sw_ep *ep = container_of(base, struct sw_ep, base);
+
+	*rkey = mr->rkey ^ ep->wsalt;
+	return 0;
+}
+
 int sw_ep_alloc(struct sw_tp *tp, struct sw_cq *cq, int fd, bool passive,
 		const char *peer, struct sw_ep **out)
 {
@@ -398,6 +419,7 @@ int sw_ep_alloc(struct sw_tp *tp, struct sw_cq *cq, int fd, bool passive,
 	ep->tp = tp;
 	ep->cq = cq;
 	ep->fd = fd;
+	ep->wsalt = new_wsalt(ep);
 	ep->passive = passive;
 	ep->timeout_ns = (uint64_t)tp->base.opts.timeout_ms * 1000000ull;
 	ep->last_rx = rkv_now_ns();

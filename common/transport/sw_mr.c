@@ -113,7 +113,12 @@ found:
 	__atomic_store_n(&e->key,
 			 SW_KEY_VALID | (uint64_t)(gpu + 1) << 52 |
 				 (uint64_t)memid1 << 36 |
-				 (uint64_t)access << 32 | key,
+				 (uint64_t)(access & 0xfu) << 32 |
+				 ((access & RKV_ACCESS_WINDOWED) &&
+						  t->owner->windows ?
+					  SW_KEY_WINDOWED :
+					  0) |
+				 key,
 			 __ATOMIC_RELEASE);
 	pthread_rwlock_unlock(&t->lock);
 	mr->idx = idx;
@@ -158,15 +163,16 @@ int sw_mrtab_check_local(struct sw_mrtab *t, const void *p, uint32_t len,
 	return RKV_WC_SUCCESS;
 }
 
-int sw_mrtab_check_remote(struct sw_mrtab *t, uint32_t rkey, uint64_t addr,
-			  uint64_t len, unsigned need, void **ptr,
-			  uint64_t *key_out)
+int sw_mrtab_check_remote(struct sw_mrtab *t, uint32_t rkey, uint32_t salt,
+			  uint64_t addr, uint64_t len, unsigned need,
+			  void **ptr, uint64_t *key_out)
 {
 	struct sw_mrent *e = &t->ent[rkey & SW_MR_IDX_MASK];
 	uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+	uint32_t want = (uint32_t)k ^ ((k & SW_KEY_WINDOWED) ? salt : 0);
 	uint64_t a, l;
 
-	if (!(k & SW_KEY_VALID) || (uint32_t)k != rkey)
+	if (!(k & SW_KEY_VALID) || want != rkey)
 		return RKV_WC_REM_ACCESS_ERR;
 	if ((SW_KEY_ACCESS(k) & need) != need)
 		return RKV_WC_REM_ACCESS_ERR;

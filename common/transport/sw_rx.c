@@ -140,7 +140,7 @@ static void rx_sink(struct sw_ep *ep, const uint8_t *p, size_t n)
 		 * stops the write (the MR read lock is held meanwhile). */
 		if (c->status != RKV_WC_SUCCESS)
 			break;
-		if (sw_mrtab_check_remote(&ep->tp->mrt, c->h.key,
+		if (sw_mrtab_check_remote(&ep->tp->mrt, c->h.key, ep->wsalt,
 					  c->h.addr + c->off, n,
 					  RKV_ACCESS_REMOTE_WRITE, &dst,
 					  &k) != RKV_WC_SUCCESS ||
@@ -303,7 +303,7 @@ static int rx_atomic(struct sw_ep *ep, const struct sw_hdr *h)
 		sw_ep_fail(ep);
 		return 0;
 	}
-	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr, 8,
+	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, ep->wsalt, h->addr, 8,
 				   RKV_ACCESS_REMOTE_ATOMIC, &p, &k);
 	if (st == RKV_WC_SUCCESS && SW_KEY_GPU1(k)) {
 		/* device memory: a one-thread kernel does the atomic */
@@ -366,7 +366,7 @@ static int rx_read(struct sw_ep *ep, const struct sw_hdr *h)
 	uint64_t k;
 	int st;
 
-	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr, h->arg0,
+	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, ep->wsalt, h->addr, h->arg0,
 				   RKV_ACCESS_REMOTE_READ, &p, &k);
 	if (st == RKV_WC_SUCCESS && SW_KEY_GPU1(k) && h->arg0)
 		st = sw_gpu_read(ep, h->seq, p, h->arg0,
@@ -393,7 +393,7 @@ static int rx_write(struct sw_ep *ep, const struct sw_hdr *h)
 	int st;
 
 	settle_reads(ep);
-	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, h->addr, h->len,
+	st = sw_mrtab_check_remote(&ep->tp->mrt, h->key, ep->wsalt, h->addr, h->len,
 				   RKV_ACCESS_REMOTE_WRITE, &p, &k);
 	if (st != RKV_WC_SUCCESS) {
 		sw_ep_respond(ep, h->seq, st, 0, NULL, 0);

@@ -55,9 +55,11 @@ static int tcp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	rc = sw_tp_init(&t->sw, &tcp_prov, t->tab);
 	if (rc)
 		goto free_tab;
+	t->sw.base.windows = opts->rkey_windows != RKV_WINDOWS_OFF;
 	snprintf(t->sw.base.describe, sizeof(t->sw.base.describe),
-		 "tcp software RNIC (target thread per context, polled initiator, timeout %u ms)",
-		 opts->timeout_ms);
+		 "tcp software RNIC (target thread per context, polled initiator, timeout %u ms, rkeys per %s)",
+		 opts->timeout_ms,
+		 t->sw.base.windows ? "connection" : "region");
 	*out = &t->sw.base;
 	return 0;
 
@@ -270,4 +272,5 @@ const struct rkv_tp_ops rkv_tp_tcp_ops = {
 	.ep_destroy = sw_ep_destroy,
 	.post = sw_ep_post,
 	.post_recv = sw_ep_post_recv,
+	.ep_rkey = sw_ep_rkey,
 };

@@ -234,6 +234,7 @@ int rkv_tp_create(const struct rkv_tp_opts *opts, struct rkv_tp **out)
 	    o.max_unexpected_bytes > (1ull << 32) ||
 	    o.accept_grant > RKV_GRANT_WRITE || o.shm_mode > 0777 ||
 	    o.shm_nuids > RKV_TP_SHM_UIDS ||
+	    o.rkey_windows < RKV_WINDOWS_OFF || o.rkey_windows > RKV_WINDOWS_ON ||
 	    (unsigned)o.log_min > RKV_LOG_OFF)
 		return -EINVAL;
 	if (o.provider == RKV_TP_AUTO) {
@@ -320,7 +321,7 @@ static bool mr_args_bad(const struct rkv_tp *tp, const void *addr, size_t len,
 			unsigned access, struct rkv_mr **out)
 {
 	return !tp || !addr || !out || len == 0 ||
-	       (access & ~RKV_ACCESS_ALL) ||
+	       (access & ~(RKV_ACCESS_ALL | RKV_ACCESS_WINDOWED)) ||
 	       (uintptr_t)addr + len < (uintptr_t)addr ||
 	       ((access & (RKV_ACCESS_REMOTE_WRITE |
 			   RKV_ACCESS_REMOTE_ATOMIC)) &&
@@ -579,6 +580,23 @@ int rkv_ep_path(struct rkv_ep *ep, struct rkv_ep_path *out)
 		return -EINVAL;
 	return ep->tp->ops->ep_path ? ep->tp->ops->ep_path(ep, out)
 				    : -EOPNOTSUPP;
+}
+
+int rkv_ep_rkey(struct rkv_ep *ep, struct rkv_mr *mr, uint32_t *rkey)
+{
+	if (!ep || !mr || !rkey || mr->tp != ep->tp)
+		return -EINVAL;
+	if (!(mr->access & RKV_ACCESS_WINDOWED) || !ep->tp->windows ||
+	    !ep->tp->ops->ep_rkey) {
+		*rkey = mr->rkey;
+		return 0;
+	}
+	return ep->tp->ops->ep_rkey(ep, mr, rkey);
+}
+
+int rkv_tp_windows(const struct rkv_tp *tp)
+{
+	return tp ? tp->windows : 0;
 }
 
 enum rkv_ep_state rkv_ep_state(const struct rkv_ep *ep)

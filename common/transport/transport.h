@@ -80,6 +80,20 @@ enum rkv_access {
 	RKV_ACCESS_REMOTE_WRITE = 1u << 1,
 	RKV_ACCESS_REMOTE_READ = 1u << 2,
 	RKV_ACCESS_REMOTE_ATOMIC = 1u << 3,
+	/*
+	 * Peers reach the region only through the rkeys rkv_ep_rkey gives
+	 * for one endpoint, each of which works on that endpoint alone:
+	 *   verbs  a type-2B memory window over the region bound to the
+	 *          endpoint's QP (the MR itself is registered without remote
+	 *          access, so its own rkey reaches nothing); on a device
+	 *          without such windows, or with rkv_tp_opts.rkey_windows
+	 *          RKV_WINDOWS_OFF, the flag is ignored (rkv_tp_windows()).
+	 *   tcp    the MR's rkey with its generation bits XORed with a
+	 *          random salt of the endpoint; the target undoes it with the
+	 *          salt of the connection a request came on.
+	 *   shm    ignored (the peer maps the memory: rkv_ep_grant decides).
+	 */
+	RKV_ACCESS_WINDOWED = 1u << 4,
 };
 #define RKV_ACCESS_ALL                                                         \
 	(RKV_ACCESS_LOCAL_WRITE | RKV_ACCESS_REMOTE_WRITE |                    \
@@ -241,7 +255,15 @@ struct rkv_tp_opts {
 	 * connect: the lower of both sides'); 0, the default: min(the
 	 * device's limit, 16); more than the device allows: its limit. */
 	unsigned max_rd_atomic;
+	/* appended.  Per-endpoint rkeys of RKV_ACCESS_WINDOWED regions
+	 * (verbs: type-2B memory windows): RKV_WINDOWS_AUTO (default) where
+	 * the device has them, RKV_WINDOWS_ON or rkv_tp_create fails with
+	 * -EOPNOTSUPP, RKV_WINDOWS_OFF never (the MR's rkey for every
+	 * peer).  tcp: AUTO and ON salt the rkeys, OFF does not; shm
+	 * ignores it. */
+	int rkey_windows;
 };
+enum { RKV_WINDOWS_AUTO = 0, RKV_WINDOWS_ON = 1, RKV_WINDOWS_OFF = -1 };
 
 /* Fill opts with defaults. */
 void rkv_tp_opts_init(struct rkv_tp_opts *opts);
@@ -503,7 +525,8 @@ const char *rkv_grant_str(enum rkv_grant g);
  *          CUDA IPC mapping is always writable).  Descriptors already handed
  *          out are not taken back by lowering the grant.
  *   tcp, verbs  no-op (0): the target checks rkey, bounds and access on
- *          every request; there an rkey is the capability.
+ *          every request; there an rkey is the capability (one of this
+ *          endpoint's only, for RKV_ACCESS_WINDOWED regions).
  * Any thread.  Returns 0 or -EINVAL.
  */
 int rkv_ep_grant(struct rkv_ep *ep, enum rkv_grant grant);
@@ -517,8 +540,25 @@ struct rkv_ep_path {
 	unsigned service_level;
 	unsigned max_rd_atomic;      /* READ/atomics it keeps in flight */
 	unsigned max_dest_rd_atomic; /* ... and takes from its peer */
+	uint32_t sq_psn;             /* starting PSNs (rdma_cm's, random) */
+	uint32_t rq_psn;
 };
 int rkv_ep_path(struct rkv_ep *ep, struct rkv_ep_path *out);
+
+/*
+ * The rkey ep's peer is to use for mr (see RKV_ACCESS_WINDOWED): for a
+ * windowed region, one that works on this endpoint only (verbs: a memory
+ * window bound to its QP the first time it is asked for, the same rkey
+ * after that; it dies with the endpoint or the MR); else mr->rkey.  Call
+ * it from the thread that posts on ep: on verbs it posts the bind on ep's
+ * send queue, ahead of whatever that thread posts next (the SEND that
+ * hands the rkey out), so the window is there before the peer can use
+ * it.  Returns 0, -EINVAL (mr of another context), -ENOMEM (send queue
+ * full, no window left: the device's max_mw), or the device's -errno.
+ */
+int rkv_ep_rkey(struct rkv_ep *ep, struct rkv_mr *mr, uint32_t *rkey);
+/* Whether the context gives per-endpoint rkeys for windowed regions. */
+int rkv_tp_windows(const struct rkv_tp *tp);
 
 enum rkv_ep_state {
 	RKV_EP_CONNECTED = 0,

@@ -70,6 +70,8 @@ struct rkv_tp_ops {
 	int (*ep_grant)(struct rkv_ep *ep, enum rkv_grant grant);
 	/* NULL: rkv_ep_path returns -EOPNOTSUPP. */
 	int (*ep_path)(struct rkv_ep *ep, struct rkv_ep_path *out);
+	/* NULL: rkv_ep_rkey gives mr->rkey.  Called for windowed MRs only. */
+	int (*ep_rkey)(struct rkv_ep *ep, struct rkv_mr *mr, uint32_t *rkey);
 };
 
 /*
@@ -93,6 +95,7 @@ struct rkv_tp {
 	struct rkv_tp_sink log;   /* from opts (rkv_tp_create; verbs_create sets
 				   * it at once, for its own messages) */
 	int has_atomics;
+	int windows;              /* rkv_tp_windows(): the provider sets it */
 	char describe[256];
 	char gpu_why[256];        /* why the last GPU alloc/reg failed */
 };

@@ -415,6 +415,45 @@ static uint8_t rnr_timer_code(uint64_t budget_us)
 	return c;
 }
 
+/*
+ * Per-endpoint rkeys (verbs_mw.c): type-2B memory windows where the
+ * device has them and opts do not say off; the description says which.
+ */
+static int choose_windows(struct verbs_tp *vt, const struct rkv_tp_opts *o)
+{
+	size_t n = strlen(vt->base.describe);
+	char *d = vt->base.describe + n;
+	size_t room = sizeof(vt->base.describe) - n;
+	int has = (vt->dev_attr.device_cap_flags &
+		   IBV_DEVICE_MEM_WINDOW_TYPE_2B) && vt->dev_attr.max_mw > 0;
+
+	if (o->rkey_windows == RKV_WINDOWS_OFF) {
+		snprintf(d, room, ", rkeys per region (windows off)");
+		return 0;
+	}
+	if (!has) {
+		verbs_log(&vt->base,
+			  o->rkey_windows == RKV_WINDOWS_ON ? RKV_LOG_ERROR
+							    : RKV_LOG_INFO,
+			  "%s has no type-2B memory windows (device_cap_flags "
+			  "0x%x, max_mw %d): %s",
+			  ibv_get_device_name(vt->ctx->device),
+			  (unsigned)vt->dev_attr.device_cap_flags,
+			  vt->dev_attr.max_mw,
+			  o->rkey_windows == RKV_WINDOWS_ON ?
+				  "per-connection rkeys were required" :
+				  "an rkey works from any connection");
+		if (o->rkey_windows == RKV_WINDOWS_ON)
+			return -EOPNOTSUPP;
+		snprintf(d, room, ", rkeys per region (no memory windows)");
+		return 0;
+	}
+	vt->base.windows = 1;
+	snprintf(d, room, ", rkeys per connection (type-2B windows, max %d)",
+		 vt->dev_attr.max_mw);
+	return 0;
+}
+
 static void verbs_destroy(struct rkv_tp *tp)
 {
 	struct verbs_tp *vt = container_of(tp, struct verbs_tp, base);
@@ -517,6 +556,9 @@ static int verbs_create(const struct rkv_tp_opts *o, struct rkv_tp **out)
 		 sizeof(vt->base.describe) - strlen(vt->base.describe),
 		 ", rd_atomic %u/%u%s", vt->init_depth, vt->rd_atomic,
 		 vt->base.has_atomics ? "" : ", no atomics");
+	rc = choose_windows(vt, o);
+	if (rc)
+		goto fail;
 	*out = &vt->base;
 	return 0;
 
@@ -547,4 +589,5 @@ const struct rkv_tp_ops rkv_tp_verbs_ops = {
 	.post = verbs_post,
 	.post_recv = verbs_post_recv,
 	.ep_path = rkv_verbs_ep_path,
+	.ep_rkey = verbs_ep_rkey,
 };

@@ -233,6 +233,17 @@ int rkv_tp_check_fabric(const struct rkv_tp_opts *o, rkv_tp_check_fn fn,
 			    da.atomic_cap == IBV_ATOMIC_HCA ? "within the HCA"
 							    : "global",
 			    da.max_qp, da.max_qp_rd_atom);
+		if ((da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
+		    da.max_mw > 0)
+			say(fn, arg, RKV_CHECK_OK,
+			    "%s: type-2B memory windows (%d): each client's "
+			    "rkeys work on its own QP only", dev, da.max_mw);
+		else
+			say(fn, arg, RKV_CHECK_WARN,
+			    "%s has no type-2B memory windows: an rkey works "
+			    "from any QP of the server (--rkey-windows auto "
+			    "falls back to per-region rkeys); keep "
+			    "--secret-file and --rotate-rkeys", dev);
 		for (unsigned p = 1; p <= da.phys_port_cnt; p++)
 			if (!o->port || (unsigned)o->port == p)
 				check_port(ctx, dev, p, o, fn, arg, netdev,

@@ -227,6 +227,22 @@ static int wc_convert(struct verbs_tp *vt, struct verbs_ep *ep,
 		rq = &ep->sring[seq & ep->smask];
 		ep->stail = seq + 1; /* retires the unsignaled ones before */
 	}
+	if (!is_recv && rq->opcode == VERBS_OP_BIND) {
+		/* our own window bind: success is never signaled; a failure
+		 * leaves the QP in error, which the caller's WRs report */
+		if (iwc->status != IBV_WC_SUCCESS &&
+		    iwc->status != IBV_WC_WR_FLUSH_ERR)
+			verbs_log(ep->base.tp, RKV_LOG_WARN,
+				  "QP 0x%x (peer %s): binding a memory window "
+				  "failed: %s (vendor_err 0x%x)", ep->qp_num,
+				  ep->base.peer, ibv_wc_status_str(iwc->status),
+				  iwc->vendor_err);
+		if (iwc->status != IBV_WC_SUCCESS) {
+			ep->base.state = RKV_EP_ERROR;
+			ep->hw_err = 1;
+		}
+		return -ENOENT;
+	}
 	w->wr_id = rq->wr_id;
 	w->opcode = (enum rkv_wr_opcode)rq->opcode;
 	w->status = iwc->status == IBV_WC_SUCCESS ?

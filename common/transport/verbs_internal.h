@@ -56,10 +56,27 @@
 /* A registered region; the lkey table lets rkv_post use inline sends only
  * for local buffers that the device would accept (a bad lkey must still
  * complete with LOC_PROT_ERR, and inline data is never checked). */
+struct verbs_win;
+
 struct verbs_mr {
 	struct rkv_mr base;
 	struct ibv_mr *mr;
 	struct verbs_mr *hnext; /* lkey chain in verbs_tp.mr_tab */
+	struct verbs_win *wins; /* its windows (verbs_mw.c), under mr_lock */
+};
+
+/*
+ * A type-2B memory window over a whole windowed MR, bound to one
+ * endpoint's QP (rkv_ep_rkey): the only rkey of that MR a peer gets, and
+ * one the device honours on that QP alone.  On its MR's list and its
+ * endpoint's, both under verbs_tp.mr_lock; deallocated when either goes.
+ */
+struct verbs_win {
+	struct ibv_mw *mw;
+	uint32_t rkey;               /* as bound (ibv_inc_rkey of the MW's) */
+	struct verbs_mr *vm;
+	struct verbs_ep *ep;
+	struct verbs_win *mr_next, *ep_next;
 };
 
 struct verbs_tp {
@@ -125,6 +142,9 @@ struct verbs_req {
 enum { VERBS_PIECE = 1, VERBS_LAST_PIECE = 2 };
 
 #define VERBS_RECV_BIT (1ull << 63) /* in the ibv wr_id of RECVs */
+/* verbs_req.opcode of a window bind the provider posted itself: never
+ * reported to the caller (an error one puts the endpoint in error). */
+#define VERBS_OP_BIND 0xfe
 
 struct verbs_ep {
 	struct rkv_ep base;
@@ -154,6 +174,7 @@ struct verbs_ep {
 		int gpu;           /* device memory: never posted inline */
 		uintptr_t lo, hi;
 	} lcache[VERBS_LCACHE];
+	struct verbs_win *wins;    /* windows bound to this QP, under mr_lock */
 	int hw_err;                /* an error completion: QP is in ERR */
 	int split_st;              /* a leading piece's error status, or -1 */
 	uint8_t resp_res;          /* passive side: max_dest_rd_atomic (0: rdma_cm's) */
@@ -174,6 +195,12 @@ int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len, unsigned access,
 int verbs_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
 		     unsigned access, int gpu, struct rkv_mr **out);
 int verbs_mr_dereg(struct rkv_mr *mr);
+
+/* verbs_mw.c: memory windows (rkv_ep_rkey) */
+int verbs_ep_rkey(struct rkv_ep *ep, struct rkv_mr *mr, uint32_t *rkey);
+/* Deallocate the windows of vm / of ep; callers hold vt->mr_lock. */
+void verbs_mr_drop_windows(struct verbs_tp *vt, struct verbs_mr *vm);
+void verbs_ep_drop_windows(struct verbs_tp *vt, struct verbs_ep *ep);
 
 /* verbs_cq.c: completion queues (the ops of those names) */
 int verbs_cq_create(struct rkv_tp *tp, unsigned depth, struct rkv_cq **out);
@@ -219,6 +246,9 @@ static inline int rkv_verbs_mtu_bytes(int m)
 int verbs_post(struct rkv_ep *ep, struct rkv_wr *wr, struct rkv_wr **bad);
 int verbs_post_recv(struct rkv_ep *ep, struct rkv_recv_wr *wr,
 		    struct rkv_recv_wr **bad);
+/* Post the bind of w->mw over its whole MR to w->rkey on ep's send queue,
+ * unsignaled.  0, -ENOMEM (queue full) or -errno. */
+int verbs_post_bind(struct verbs_ep *ep, struct verbs_win *w);
 
 /* verbs_cm.c */
 int rkv_verbs_listen(struct rkv_tp *tp, const struct rkv_tp_addr *addr,

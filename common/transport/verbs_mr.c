@@ -47,9 +47,16 @@ void verbs_mem_free(struct rkv_tp *tp, void *addr, size_t len)
 			  strerror(errno));
 }
 
-static int ibv_access_of(unsigned a)
+/* The MR's own access: a windowed MR (where this context binds windows)
+ * gets none remote, only the right to bind windows (verbs_mw.c). */
+static int ibv_access_of(const struct verbs_tp *vt, unsigned a)
 {
 	int f = 0;
+
+	if ((a & RKV_ACCESS_WINDOWED) && vt->base.windows)
+		return ((a & RKV_ACCESS_LOCAL_WRITE) ? IBV_ACCESS_LOCAL_WRITE
+						     : 0) |
+		       IBV_ACCESS_MW_BIND;
 
 	if (a & RKV_ACCESS_LOCAL_WRITE)
 		f |= IBV_ACCESS_LOCAL_WRITE;
@@ -86,7 +93,7 @@ int verbs_mr_reg(struct rkv_tp *tp, void *addr, size_t len,
 	if (!vm)
 		return -ENOMEM;
 	errno = 0;
-	vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(access));
+	vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(vt, access));
 	if (!vm->mr) {
 		rc = rkv_verbs_neg_errno(ENOMEM);
 		verbs_log(tp, RKV_LOG_ERROR,
@@ -130,7 +137,7 @@ int verbs_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
 		errno = 0;
 		vm->mr = ibv_reg_dmabuf_mr(vt->pd, off, len,
 					   (uint64_t)(uintptr_t)addr, fd,
-					   ibv_access_of(access));
+					   ibv_access_of(vt, access));
 		if (!vm->mr)
 			snprintf(why_dmabuf, sizeof(why_dmabuf),
 				 "ibv_reg_dmabuf_mr failed: %s (the RDMA "
@@ -140,7 +147,7 @@ int verbs_mr_reg_gpu(struct rkv_tp *tp, void *addr, size_t len,
 	}
 	if (!vm->mr) {
 		errno = 0;
-		vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(access));
+		vm->mr = ibv_reg_mr(vt->pd, addr, len, ibv_access_of(vt, access));
 		if (!vm->mr)
 			snprintf(why_peer, sizeof(why_peer),
 				 "ibv_reg_mr failed: %s (no peer-memory "
@@ -175,6 +182,7 @@ int verbs_mr_dereg(struct rkv_mr *mr)
 	int rc;
 
 	pthread_mutex_lock(&vt->mr_lock);
+	verbs_mr_drop_windows(vt, vm); /* their rkeys die first */
 	rc = ibv_dereg_mr(vm->mr);
 	if (rc == 0) {
 		for (pp = &vt->mr_tab[verbs_mr_bucket(mr->lkey)]; *pp;

@@ -311,3 +311,40 @@ int verbs_post_recv(struct rkv_ep *base, struct rkv_recv_wr *wr,
 	}
 	return 0;
 }
+
+int verbs_post_bind(struct verbs_ep *ep, struct verbs_win *w)
+{
+	struct ibv_send_wr s, *ibad = NULL;
+	struct verbs_req *rq;
+	unsigned a = w->vm->base.access;
+	int rc;
+
+	if (ep->sq_len - (ep->shead - ep->stail) == 0)
+		return -ENOMEM;
+	memset(&s, 0, sizeof(s));
+	s.wr_id = ep->shead;
+	s.opcode = IBV_WR_BIND_MW;
+	s.bind_mw.mw = w->mw;
+	s.bind_mw.rkey = w->rkey;
+	s.bind_mw.bind_info.mr = w->vm->mr;
+	s.bind_mw.bind_info.addr = (uintptr_t)w->vm->base.addr;
+	s.bind_mw.bind_info.length = w->vm->base.length;
+	s.bind_mw.bind_info.mw_access_flags =
+		((a & RKV_ACCESS_REMOTE_READ) ? IBV_ACCESS_REMOTE_READ : 0) |
+		((a & RKV_ACCESS_REMOTE_WRITE) ? IBV_ACCESS_REMOTE_WRITE : 0) |
+		((a & RKV_ACCESS_REMOTE_ATOMIC) ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+	rq = &ep->sring[ep->shead & ep->smask];
+	rq->wr_id = 0;
+	rq->opcode = VERBS_OP_BIND;
+	rq->bad_local = 0;
+	rq->split = 0;
+	rc = ibv_post_send(ep->qp, &s, &ibad);
+	if (rc) {
+		verbs_log(ep->base.tp, RKV_LOG_WARN,
+			  "binding a memory window to QP 0x%x: %s", ep->qp_num,
+			  strerror(rc));
+		return rc > 0 ? -rc : -EIO;
+	}
+	ep->shead++;
+	return 0;
+}

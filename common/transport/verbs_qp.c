@@ -187,9 +187,12 @@ int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out)
 	if (!ep->qp ||
 	    ibv_query_qp(ep->qp, &qa,
 			 IBV_QP_PATH_MTU | IBV_QP_AV | IBV_QP_MAX_QP_RD_ATOMIC |
-				 IBV_QP_MAX_DEST_RD_ATOMIC,
+				 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_SQ_PSN |
+				 IBV_QP_RQ_PSN,
 			 &ia))
 		return -EIO;
+	out->sq_psn = qa.sq_psn;
+	out->rq_psn = qa.rq_psn;
 	out->max_rd_atomic = qa.max_rd_atomic;
 	out->max_dest_rd_atomic = qa.max_dest_rd_atomic;
 	out->mtu = (unsigned)rkv_verbs_mtu_bytes(qa.path_mtu);
@@ -200,6 +203,13 @@ int rkv_verbs_ep_path(struct rkv_ep *e, struct rkv_ep_path *out)
 
 void rkv_verbs_ep_fini_qp(struct verbs_ep *ep)
 {
+	struct verbs_tp *vt = container_of(ep->base.tp, struct verbs_tp, base);
+
+	if (ep->wins) {
+		pthread_mutex_lock(&vt->mr_lock);
+		verbs_ep_drop_windows(vt, ep);
+		pthread_mutex_unlock(&vt->mr_lock);
+	}
 	if (ep->vcq)
 		verbs_cq_del(ep->vcq, ep);
 	if (ep->qp) {

@@ -26,6 +26,7 @@ if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
 else
   [ "$rc" = 0 ]; ok $? "a working device: exit 0 ($last)"
   grep -q "^ok    .*: remote atomics" "$tmp/out"; ok $? "atomics reported"
+  grep -q "^ok    .*: type-2B memory windows ([0-9]*): each client's rkeys work on its own QP only" "$tmp/out"; ok $? "memory windows reported"
   grep -Eq "^ok    .* port [0-9]+: ACTIVE, .*GIDs: " "$tmp/out"; ok $? "port ACTIVE with its GIDs"
   grep -q "is RoCE v2 (routable" "$tmp/out" || grep -q "InfiniBand" "$tmp/out"; ok $? "GID type said"
   grep -Eq "^(ok|info|WARN) +MTU: " "$tmp/out"; ok $? "MTU against the netdev's"

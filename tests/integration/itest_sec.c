@@ -679,10 +679,11 @@ static void t_read_only_raw(void)
 
 	for (size_t t = 0; t < sizeof(tries) / sizeof(tries[0]); t++) {
 		ASSERT_EQ(ro_conn(&r, s.addr, &h2), 0);
-		EXPECT_EQ(h2.index_rkey, h.index_rkey);
+		EXPECT_EQ(h2.index_addr, h.index_addr);
 		uint64_t addr = tries[t].data ? blk_addr
 					      : h.index_addr + wi * 8ull;
-		uint32_t rkey = tries[t].data ? h.data_rkey : h.index_rkey;
+		/* this connection's own keys (tcp, verbs: per connection) */
+		uint32_t rkey = tries[t].data ? h2.data_rkey : h2.index_rkey;
 
 		EXPECT_TRUE(refused_op(&r, tries[t].op, tries[t].data, addr,
 				       rkey, word));
@@ -690,11 +691,11 @@ static void t_read_only_raw(void)
 	}
 	/* memory unchanged */
 	ASSERT_EQ(ro_conn(&r, s.addr, &h2), 0);
-	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, h.index_addr, h.index_rkey,
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, h.index_addr, h2.index_rkey,
 			       sizeof(idx1), 0, 0), RKV_WC_SUCCESS);
 	memcpy(idx1, r.data, sizeof(idx1));
 	EXPECT_TRUE(memcmp(idx0, idx1, sizeof(idx0)) == 0);
-	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h.data_rkey,
+	ASSERT_EQ(raw_onesided(&r, RKV_WR_READ, blk_addr, h2.data_rkey,
 			       sizeof(blk0), 0, 0), RKV_WC_SUCCESS);
 	EXPECT_TRUE(memcmp(blk0, r.data, sizeof(blk0)) == 0);
 	test_raw_close(&r);
@@ -1033,10 +1034,22 @@ static int thief_open(struct test_raw *r, const char *addr)
  * is not waited for beyond the overlap; an RKEY_ACK for an epoch never
  * sent drops the connection.
  */
-static void t_rotate_rkeys(void)
+/* Whether a server of g_prov with --rkey-windows WIN gives rkeys that work
+ * on their own connection only (shm: the grant model instead). */
+static int per_conn_keys(const char *win)
+{
+	return strcmp(g_prov, "shm") != 0 && strcmp(win, "off") != 0;
+}
+
+static void rotate_rkeys(const char *win)
 {
 	const char *more[] = { "--buckets", "256", "--memory", "64M",
-			       "--grace", "300", "--rotate-rkeys", "1", NULL };
+			       "--grace", "300", "--rotate-rkeys", "1",
+			       "--rkey-windows", win, NULL };
+	/* per-connection keys: the thief's use fails from the start */
+	enum rkv_wc_status leak_st = per_conn_keys(win) ?
+					     RKV_WC_REM_ACCESS_ERR :
+					     RKV_WC_SUCCESS;
 	struct test_srv s;
 	struct rkv_client *busy = NULL, *idle = NULL, *ro = NULL;
 	struct rkv_client_stats st;
@@ -1064,7 +1077,11 @@ static void t_rotate_rkeys(void)
 	h = d.u.hello_reply;
 	ASSERT_EQ(thief_open(&thief, s.addr), 0);
 	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, h.index_addr, h.index_rkey,
-			       64, 0, 0), RKV_WC_SUCCESS);
+			       64, 0, 0), leak_st);
+	if (leak_st != RKV_WC_SUCCESS) { /* its endpoint is in error now */
+		test_raw_close(&thief);
+		ASSERT_EQ(thief_open(&thief, s.addr), 0);
+	}
 
 	/* ~3.5 s of puts and checked gets: at least two rotations */
 	uint64_t end = rkv_now_ms() + 3500;
@@ -1152,28 +1169,141 @@ static void t_rotate_rkeys(void)
 	EXPECT_EQ(test_srv_stop(&s), 0);
 }
 
+static void t_rotate_rkeys(void)
+{
+	rotate_rkeys("auto");
+}
+
+/* Rotation alone: the leaked keys work until the rotation revokes them. */
+static void t_rotate_rkeys_nowin(void)
+{
+	rotate_rkeys("off");
+}
+
+/*
+ * Per-connection rkeys (--rkey-windows, default auto): the rkeys a client
+ * got at HELLO work on its connection and on no other: not on another
+ * client's (authenticated, given rkeys of its own), not on a connection
+ * that never said HELLO; each client's keys differ.  With --rkey-windows
+ * off the same replay succeeds (what the check is there to refuse).
+ * verbs: type-2B windows bound to the client's QP; tcp: keys salted per
+ * connection.  shm: the grant model instead (itest_shmsec).
+ */
+static void conn_rkeys(const char *win)
+{
+	const char *more[] = { "--buckets", "16", "--memory", "4M",
+			       "--rkey-windows", win, NULL };
+	int own = per_conn_keys(win);
+	enum rkv_wc_status other = own ? RKV_WC_REM_ACCESS_ERR : RKV_WC_SUCCESS;
+	struct test_srv s;
+	struct test_raw a, b, thief;
+	struct rkv_msg d;
+	struct rkv_msg_hello_reply ha, hb;
+	uint64_t ctr;
+
+	if (!strcmp(g_prov, "shm")) {
+		rkv_test_skip("shm: a peer maps what its grant allows "
+			      "(itest_shmsec)");
+		return;
+	}
+	ASSERT_EQ(start(&s, more), 0);
+	ASSERT_EQ(test_raw_open(&a, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&a, 0, "alice", &d), 0);
+	ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+	ha = d.u.hello_reply;
+	ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+	ASSERT_EQ(raw_hello(&b, 0, "bob", &d), 0);
+	ASSERT_EQ(d.hdr.type, RKV_MSG_HELLO_REPLY);
+	hb = d.u.hello_reply;
+	ctr = ha.counters_addr;
+	if (own) {
+		EXPECT_TRUE(ha.index_rkey != hb.index_rkey);
+		EXPECT_TRUE(ha.data_rkey != hb.data_rkey);
+		EXPECT_TRUE(ha.counters_rkey != hb.counters_rkey);
+	}
+	/* each on its own connection: READ, WRITE, CAS, FETCH_ADD */
+	EXPECT_EQ(raw_onesided(&a, RKV_WR_READ, ha.index_addr, ha.index_rkey,
+			       64, 0, 0), RKV_WC_SUCCESS);
+	EXPECT_EQ(raw_onesided(&a, RKV_WR_READ, ha.data_addr, ha.data_rkey,
+			       64, 0, 0), RKV_WC_SUCCESS);
+	EXPECT_EQ(raw_onesided(&a, RKV_WR_FETCH_ADD, ctr, ha.counters_rkey, 8,
+			       5, 0), RKV_WC_SUCCESS);
+	EXPECT_EQ(raw_onesided(&b, RKV_WR_CAS, ctr, hb.counters_rkey, 8, 5,
+			       7), RKV_WC_SUCCESS);
+	EXPECT_EQ(raw_onesided(&b, RKV_WR_READ, hb.index_addr, hb.index_rkey,
+			       64, 0, 0), RKV_WC_SUCCESS);
+	/* alice's keys from bob's connection: every region */
+	EXPECT_EQ(raw_onesided(&b, RKV_WR_FETCH_ADD, ctr, ha.counters_rkey, 8,
+			       1, 0), other);
+	if (other != RKV_WC_SUCCESS) {
+		test_raw_close(&b);
+		ASSERT_EQ(test_raw_open(&b, s.addr, 4), 0);
+		ASSERT_EQ(raw_hello(&b, 0, "bob", &d), 0);
+	}
+	EXPECT_EQ(raw_onesided(&b, RKV_WR_READ, ha.data_addr, ha.data_rkey,
+			       64, 0, 0), other);
+	/* ... and from a connection that never said HELLO */
+	ASSERT_EQ(test_raw_open(&thief, s.addr, 4), 0);
+	EXPECT_EQ(raw_onesided(&thief, RKV_WR_READ, ha.index_addr,
+			       ha.index_rkey, 64, 0, 0), other);
+	test_raw_close(&thief);
+	ASSERT_EQ(test_raw_open(&thief, s.addr, 4), 0);
+	EXPECT_EQ(raw_onesided(&thief, RKV_WR_WRITE, ctr, ha.counters_rkey, 8,
+			       0, 0), other);
+	test_raw_close(&thief);
+	/* alice's keys still work for alice; the counter saw only hers and
+	 * bob's CAS (plus the replays where keys are not per connection) */
+	EXPECT_EQ(raw_onesided(&a, RKV_WR_READ, ctr, ha.counters_rkey, 8, 0,
+			       0), RKV_WC_SUCCESS);
+	if (own) {
+		uint64_t v;
+
+		memcpy(&v, a.data, 8);
+		EXPECT_EQ(v, 7);
+	}
+	test_raw_close(&a);
+	test_raw_close(&b);
+	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_conn_rkeys(void)
+{
+	conn_rkeys("auto");
+}
+
+static void t_conn_rkeys_off(void)
+{
+	conn_rkeys("off");
+}
+
 /* ------------------------------------------------------------------ limits */
 
-static void t_max_clients(void)
+/*
+ * A cap on clients (--max-clients, or --max-clients-per-peer: all of
+ * ours come from one address): n clients get in, the next one, writer or
+ * read-only, is refused with -EUSERS and a line naming the cap (what);
+ * connections that never say HELLO do not count; the full server still
+ * serves its clients, and two leaving make room for two.
+ */
+static void client_cap(const char *opt, const char *what)
 {
-	const char *more[] = { "--max-clients", "4", NULL };
+	const char *more[] = { opt, "4", NULL };
 	struct test_srv s;
 	struct rkv_client *c[6] = { NULL };
 	struct test_raw idle[10];
 	int rc;
 
 	ASSERT_EQ(start_auth(&s, more), 0);
-	/* connections that never say HELLO do not count as clients */
 	for (int i = 0; i < 10; i++)
 		ASSERT_EQ(test_raw_open(&idle[i], s.addr, 1), 0);
 	for (int i = 0; i < 4; i++)
 		EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[i]), 0);
 	EXPECT_EQ(connect_c(s.addr, g_secret, 0, &c[4]), -EUSERS);
-	EXPECT_EQ(connect_c(s.addr, g_secret, 1, &c[5]), -EUSERS);
 	printf("#   fifth client: %s\n", g_log);
+	EXPECT_TRUE(strstr(g_log, what) != NULL);
+	EXPECT_EQ(connect_c(s.addr, g_secret, 1, &c[5]), -EUSERS);
 	for (int i = 0; i < 10; i++)
 		test_raw_close(&idle[i]);
-	/* the full server still serves its clients */
 	if (c[0])
 		EXPECT_EQ(kput(c[0], "x", "1"), 0);
 	rkv_client_destroy(c[1]);
@@ -1191,6 +1321,21 @@ static void t_max_clients(void)
 	for (int i = 0; i < 6; i++)
 		rkv_client_destroy(c[i]);
 	EXPECT_EQ(test_srv_stop(&s), 0);
+}
+
+static void t_max_clients(void)
+{
+	client_cap("--max-clients", "server full");
+}
+
+/* tcp, verbs: per peer address, below --max-clients (1024) */
+static void t_max_clients_per_peer(void)
+{
+	if (!strcmp(g_prov, "shm")) {
+		rkv_test_skip("shm: local peers are admitted by uid");
+		return;
+	}
+	client_cap("--max-clients-per-peer", "--max-clients-per-peer");
 }
 
 static void t_max_chunks(void)
@@ -2372,7 +2517,11 @@ int main(int argc, char **argv)
 	RKV_TEST(t_ro_secret_checks);
 	RKV_TEST(t_secret_env);
 	RKV_TEST(t_rotate_rkeys);
+	RKV_TEST(t_rotate_rkeys_nowin);
+	RKV_TEST(t_conn_rkeys);
+	RKV_TEST(t_conn_rkeys_off);
 	RKV_TEST(t_max_clients);
+	RKV_TEST(t_max_clients_per_peer);
 	RKV_TEST(t_max_chunks);
 	RKV_TEST(t_max_inflight);
 	RKV_TEST(t_silent_clients);

@@ -509,6 +509,22 @@ static void t_config_parse(void)
 	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--service-level", "16",
 			  NULL) != 0);
 	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--mtu", "8192", NULL) != 0);
+	/* per-connection rkeys and per-address clients */
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), NULL), 0);
+	EXPECT_EQ(cfg.rkey_windows, RKV_WINDOWS_AUTO);
+	EXPECT_EQ(cfg.max_clients_peer, 256);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--rkey-windows", "on",
+			"--max-clients-per-peer", "2", NULL), 0);
+	EXPECT_EQ(cfg.rkey_windows, RKV_WINDOWS_ON);
+	EXPECT_EQ(cfg.max_clients_peer, 2);
+	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--rkey-windows", "off",
+			NULL), 0);
+	EXPECT_EQ(cfg.rkey_windows, RKV_WINDOWS_OFF);
+	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--rkey-windows", "yes",
+			  NULL) != 0);
+	EXPECT_STREQ(err, "--rkey-windows: 'yes' is not auto, on or off");
+	EXPECT_TRUE(parse(&cfg, err, sizeof(err), "--max-clients-per-peer",
+			  "0", NULL) != 0);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "100", NULL), 0);
 	EXPECT_EQ(cfg.nbuckets, 8);
 	EXPECT_EQ(parse(&cfg, err, sizeof(err), "--capacity", "100",

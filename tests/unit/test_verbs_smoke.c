@@ -3,8 +3,9 @@
  * test_verbs_smoke.c - the verbs provider against a real device (Soft-RoCE
  * in tests/softroce/, or an HCA): device choice and overrides, connect and
  * accept in one process, READ / WRITE (inline and not, 1 B to 4 MiB), CAS,
- * FETCH_ADD, SEND / RECV, chains, and the error paths (bad rkey, bad lkey,
- * short RECV, refused connection, accept timeout, peer gone).
+ * FETCH_ADD, SEND / RECV, chains, the error paths (bad rkey, bad lkey,
+ * short RECV, refused connection, accept timeout, peer gone), and
+ * per-connection rkeys (type-2B memory windows, random PSNs).
  *
  * Without an RDMA device it checks that forcing verbs fails with -ENODEV,
  * then exits 77 with the reason.  The listen address comes from
@@ -505,6 +506,130 @@ static void t_bad_rkey(void)
 	fix_close(&f);
 }
 
+/* Another client connection to f's listener: its half in h, the server's
+ * endpoint in *sep (on f->s's CQ). */
+static int conn_more(struct fix *f, struct half *h, struct rkv_ep **sep)
+{
+	struct fix tmp = *f; /* accept_thread fills tmp.s.ep */
+	struct acceptor a = { .f = &tmp, .rc = -1 };
+	pthread_t th;
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	tmp.s.ep = NULL;
+	rc = half_open(h);
+	if (rc)
+		return rc;
+	if (pthread_create(&th, NULL, accept_thread, &a))
+		return -EAGAIN;
+	rc = rkv_connect(h->tp, rkv_listener_addr(f->l), h->cq, WAIT_MS,
+			 &h->ep);
+	pthread_join(th, NULL);
+	*sep = tmp.s.ep;
+	return rc ? rc : a.rc;
+}
+
+/* One signaled WR on h's endpoint (remote rkey and address given); the
+ * status of its completion, or -1 on none. */
+static int post_on(struct half *h, enum rkv_wr_opcode op, uint64_t raddr,
+		   uint32_t rkey)
+{
+	int atomic = op == RKV_WR_CAS || op == RKV_WR_FETCH_ADD;
+	struct rkv_wr w = wr_of(op, h, 0, atomic ? 8 : 256, NULL, 0);
+	struct rkv_wc wc;
+
+	w.remote_addr = raddr;
+	w.rkey = rkey;
+	w.compare_add = 0;
+	w.swap = 0x77;
+	if (rkv_post(h->ep, &w, NULL))
+		return -1;
+	return poll_one(h->cq, &wc, WAIT_MS) ? (int)wc.status : -1;
+}
+
+/*
+ * A windowed MR: each server endpoint hands out an rkey of its own (a
+ * type-2B window bound to its QP), which works on that connection for
+ * READ, WRITE, CAS and FETCH_ADD and on no other: another client's
+ * connection, one the server never gave an rkey to, and the MR's own
+ * rkey all get REM_ACCESS_ERR.  A window dies with its MR; a client's
+ * going takes only its own windows.  Starting PSNs differ per QP.
+ */
+static void t_windows(void)
+{
+	struct fix f;
+	struct half c2, c3, c4;
+	struct rkv_ep *s2 = NULL, *s3 = NULL, *s4 = NULL;
+	struct rkv_ep_path p1, p2, p3;
+	struct rkv_mr *wmr = NULL;
+	uint32_t rk1 = 0, rk1b = 0, rk2 = 0;
+	uint64_t base;
+
+	ASSERT_EQ(fix_open(&f), 0);
+	printf("# %s\n", rkv_tp_describe(f.s.tp));
+	if (!rkv_tp_windows(f.s.tp)) {
+		fix_close(&f);
+		rkv_test_skip("the device has no type-2B memory windows");
+		return;
+	}
+	ASSERT_EQ(rkv_mr_reg(f.s.tp, f.s.mem, 1u << 20,
+			     RKV_ACCESS_ALL | RKV_ACCESS_WINDOWED, &wmr), 0);
+	base = (uintptr_t)f.s.mem;
+	EXPECT_EQ(rkv_ep_rkey(f.s.ep, wmr, &rk1), 0);
+	EXPECT_EQ(rkv_ep_rkey(f.s.ep, wmr, &rk1b), 0);
+	EXPECT_EQ(rk1, rk1b); /* one window per endpoint and MR */
+	EXPECT_TRUE(rk1 != wmr->rkey);
+	/* its own connection: every operation */
+	fill(f.c.mem, 256, 3);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_WRITE, base + 4096, rk1),
+		  RKV_WC_SUCCESS);
+	EXPECT_TRUE(memcmp(f.s.mem + 4096, f.c.mem, 256) == 0);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_READ, base + 4096, rk1),
+		  RKV_WC_SUCCESS);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_CAS, base + 8192, rk1), RKV_WC_SUCCESS);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_FETCH_ADD, base + 8192, rk1),
+		  RKV_WC_SUCCESS);
+	EXPECT_EQ_U64(*(uint64_t *)(void *)(f.s.mem + 8192), 0x77);
+
+	/* a second client with its own window; the first one's rkey from
+	 * its connection is refused and changes nothing */
+	ASSERT_EQ(conn_more(&f, &c2, &s2), 0);
+	EXPECT_EQ(rkv_ep_rkey(s2, wmr, &rk2), 0);
+	EXPECT_TRUE(rk2 != rk1);
+	EXPECT_EQ(post_on(&c2, RKV_WR_READ, base + 4096, rk2), RKV_WC_SUCCESS);
+	EXPECT_EQ(post_on(&c2, RKV_WR_WRITE, base + 8192, rk1),
+		  RKV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ_U64(*(uint64_t *)(void *)(f.s.mem + 8192), 0x77);
+	/* a connection given no rkey: neither client's, nor the MR's own */
+	ASSERT_EQ(conn_more(&f, &c3, &s3), 0);
+	EXPECT_EQ(post_on(&c3, RKV_WR_READ, base, rk1), RKV_WC_REM_ACCESS_ERR);
+	ASSERT_EQ(conn_more(&f, &c4, &s4), 0);
+	EXPECT_EQ(post_on(&c4, RKV_WR_FETCH_ADD, base + 8192, wmr->rkey),
+		  RKV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ_U64(*(uint64_t *)(void *)(f.s.mem + 8192), 0x77);
+	/* random starting PSNs (rdma_cm's), one per QP */
+	EXPECT_EQ(rkv_ep_path(f.c.ep, &p1), 0);
+	EXPECT_EQ(rkv_ep_path(c2.ep, &p2), 0);
+	EXPECT_EQ(rkv_ep_path(c3.ep, &p3), 0);
+	printf("# sq_psn 0x%x 0x%x 0x%x\n", p1.sq_psn, p2.sq_psn, p3.sq_psn);
+	EXPECT_TRUE(p1.sq_psn != p2.sq_psn && p2.sq_psn != p3.sq_psn &&
+		    p1.sq_psn != p3.sq_psn);
+	/* the second client goes: the first keeps its window */
+	half_close(&c2);
+	rkv_ep_destroy(s2);
+	half_close(&c3);
+	rkv_ep_destroy(s3);
+	half_close(&c4);
+	rkv_ep_destroy(s4);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_READ, base + 4096, rk1),
+		  RKV_WC_SUCCESS);
+	/* the MR goes: its window with it */
+	EXPECT_EQ(rkv_mr_dereg(wmr), 0);
+	EXPECT_EQ(post_on(&f.c, RKV_WR_READ, base + 4096, rk1),
+		  RKV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+}
+
 /* A small WRITE would go inline; with a bad lkey it must not. */
 static void t_bad_lkey(void)
 {
@@ -666,5 +791,6 @@ int main(int argc, char **argv)
 	RKV_TEST(t_short_recv);
 	RKV_TEST(t_refused_and_timeout);
 	RKV_TEST(t_peer_gone);
+	RKV_TEST(t_windows);
 	return rkv_test_done();
 }
