@@ -41,6 +41,7 @@
  * after that are refused by their grant id (server/space.c).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
@@ -856,7 +857,6 @@ static int do_challenge(struct rkv_srv_conn *c, const struct rkv_msg *m,
 	return SERVED;
 }
 
-/* AUTH_RESPONSE in RKV_CONN_AUTH: HELLO_REPLY or ERROR and close. */
 /* The address part of a transport peer ("HOST:PORT", "[V6]:PORT"), or
  * all of it when it has no port. */
 static size_t peer_host_len(const char *p)
@@ -899,6 +899,30 @@ static int peer_full(const struct rkv_srv_conn *c, unsigned *n)
 	return *n >= srv->cfg.max_clients_peer;
 }
 
+/* Whether c finds no room as a client (--max-clients,
+ * --max-clients-per-peer); if so it was told -EUSERS and *rc is what
+ * error_and_close said. */
+static bool refuse_full(struct rkv_srv_conn *c, uint32_t req_id,
+			uint64_t now_ms, int *rc)
+{
+	struct rkv_srv *srv = c->srv;
+	unsigned np;
+
+	if (srv->nclients >= srv->cfg.max_clients)
+		*rc = error_and_close(c, req_id, -EUSERS, now_ms,
+				      "server full: %u clients",
+				      srv->nclients);
+	else if (peer_full(c, &np))
+		*rc = error_and_close(c, req_id, -EUSERS, now_ms,
+				      "%u clients from this address "
+				      "(--max-clients-per-peer)", np);
+	else
+		return false;
+	return true;
+}
+
+/* AUTH_RESPONSE in RKV_CONN_AUTH: HELLO_REPLY or ERROR and close. */
+
 static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 			    uint64_t now_ms)
 {
@@ -908,24 +932,17 @@ static int do_auth_response(struct rkv_srv_conn *c, const struct rkv_msg *m,
 						   c->hello.name,
 						   m->u.auth_response.mac)
 			      : RKV_SRV_ACCESS_NONE;
+	int rc;
 
 	/* single use, whatever the outcome */
 	c->nonce_live = 0;
 	rkv_srv_wipe(c->nonce, sizeof(c->nonce));
-	unsigned np;
-
 	if (acc == RKV_SRV_ACCESS_NONE)
 		return auth_fail(c, m->hdr.req_id, now_ms, "wrong response");
 	if (acc == RKV_SRV_ACCESS_READ) /* the server decides, not the ask */
 		c->hello.flags |= RKV_HELLO_READ_ONLY;
-	if (srv->nclients >= srv->cfg.max_clients)
-		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
-				       "server full: %u clients",
-				       srv->nclients);
-	if (peer_full(c, &np))
-		return error_and_close(c, m->hdr.req_id, -EUSERS, now_ms,
-				       "%u clients from this address "
-				       "(--max-clients-per-peer)", np);
+	if (refuse_full(c, m->hdr.req_id, now_ms, &rc))
+		return rc;
 	init_rep(srv, RKV_MSG_HELLO_REPLY, m->hdr.req_id);
 	do_hello(c, &c->hello);
 	return SERVED;
@@ -1036,7 +1053,6 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 	struct rkv_srv *srv = c->srv;
 	const struct rkv_msg *m = &srv->req;
 	char what[96];
-	unsigned np;
 	int rc;
 
 	rc = rkv_msg_decode(buf_of(c, rb), c->recv_len[rb], &srv->req);
@@ -1081,15 +1097,8 @@ static int serve(struct rkv_srv_conn *c, unsigned rb, uint64_t now_ms)
 			already_in(c, m->hdr.req_id);
 			break;
 		}
-		if (srv->nclients >= srv->cfg.max_clients)
-			return error_and_close(c, m->hdr.req_id, -EUSERS,
-					       now_ms, "server full: %u clients",
-					       srv->nclients);
-		if (peer_full(c, &np))
-			return error_and_close(c, m->hdr.req_id, -EUSERS,
-					       now_ms, "%u clients from this "
-					       "address (--max-clients-per-"
-					       "peer)", np);
+		if (refuse_full(c, m->hdr.req_id, now_ms, &rc))
+			return rc;
 		if (rkv_srv_auth_on(&srv->cfg)) {
 			if (do_challenge(c, m, now_ms) == CLOSED)
 				return CLOSED;
