@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -697,10 +698,197 @@ out:
 	conf_cli_close(&c);
 }
 
+/*
+ * A peer stopped (SIGSTOP) in the middle of a large WRITE into our region,
+ * or of a large SEND into our RECV buffer.  We deregister the region and
+ * destroy the endpoint, refill both buffers, and let the peer go on:
+ * nothing may land in either after those calls returned - their owner may
+ * have freed them.  tcp (shm: the peer writes through its own mapping of
+ * the region, DESIGN §11; verbs: the NIC stops with the QP).
+ */
+#define STALL_LEN (48u << 10)   /* a SEND: into a 64 KiB RECV */
+#define STALL_WLEN (8u << 20)  /* a WRITE: more than a socket holds */
+static void stalled_landing(bool send)
+{
+	struct conf_fix_opts o;
+	struct conf_srv s;
+	struct addr_msg m;
+	struct rkv_recv_wr r;
+	int p[2] = { -1, -1 }, q[2] = { -1, -1 };
+	char ready = 0;
+	size_t bad_reg = 0, bad_loc = 0, done = 0, len;
+	const uint8_t *in;
+	uint64_t t0;
+	pid_t pid = -1;
+	int st;
+
+	memset(&s, 0, sizeof(s));
+	if (pipe(p) || pipe(q)) {
+		g_test_failures++;
+		goto out;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		struct conf_cli c;
+		struct conf_fix_opts co;
+		struct rkv_wr w;
+
+		close(p[1]);
+		close(q[0]);
+		conf_child_init(120);
+		conf_fix_opts_init(&co);
+		co.local_len = STALL_WLEN;
+		if (read_full(p[0], &m, sizeof(m), 4 * conf_bound_ms()) ||
+		    conf_cli_open(&c, &co))
+			_exit(EX_SETUP);
+		if (conf_cli_connect(&c, m.addr, (int)conf_bound_ms()))
+			_exit(EX_SETUP);
+		memset(c.loc, 0x5a, STALL_WLEN);
+		/* one round trip first: the connection is all set up, and
+		 * the big one's first message leaves at its post */
+		conf_wr(&w, RKV_WR_WRITE, 1, RKV_WR_SIGNALED, c.loc, 8,
+			c.loc_mr->lkey, m.raddr + STALL_WLEN, m.rkey);
+		if (rkv_post(c.ep, &w, NULL) || child_wait1(&c) != EX_OK)
+			_exit(EX_POST);
+		if (send)
+			conf_wr(&w, RKV_WR_SEND, 2, RKV_WR_SIGNALED, c.loc,
+				STALL_LEN, c.loc_mr->lkey, 0, 0);
+		else
+			conf_wr(&w, RKV_WR_WRITE, 1, RKV_WR_SIGNALED, c.loc,
+				STALL_WLEN, c.loc_mr->lkey, m.raddr, m.rkey);
+		write_full(q[1], "R", 1);
+		/* the parent's RECV is posted before it answers */
+		if (read_full(p[0], &ready, 1, 4 * conf_bound_ms()) ||
+		    rkv_post(c.ep, &w, NULL))
+			_exit(EX_POST);
+		raise(SIGSTOP);
+		/* let the socket move what it can, then go */
+		t0 = rkv_now_ms();
+		while (rkv_now_ms() - t0 < 2000)
+			conf_progress(NULL, &c);
+		_exit(EX_OK);
+	}
+	close(p[0]);
+	close(q[1]);
+	p[0] = q[1] = -1;
+	if (pid < 0) {
+		g_test_failures++;
+		goto out;
+	}
+	conf_child_add(pid);
+	conf_fix_opts_init(&o);
+	o.region_len = STALL_WLEN + 4096;
+	o.srv_timeout_ms = 1000;
+	if (conf_srv_open(&s, &o)) {
+		g_test_failures++;
+		goto kill;
+	}
+	memset(&m, 0, sizeof(m));
+	snprintf(m.addr, sizeof(m.addr), "%s", s.addr);
+	m.raddr = conf_raddr(&s, 0);
+	m.rkey = s.mr->rkey;
+	write_full(p[1], &m, sizeof(m));
+	if (conf_srv_accept(&s, (int)conf_bound_ms())) {
+		g_test_failures++;
+		goto kill;
+	}
+	memset(&r, 0, sizeof(r));
+	r.wr_id = 10;
+	r.local = s.loc;
+	r.length = STALL_LEN;
+	r.lkey = s.loc_mr->lkey;
+	EXPECT_EQ(rkv_post_recv(s.ep, &r, NULL), 0);
+	if (read_full(q[0], &ready, 1, 4 * conf_bound_ms()) || ready != 'R') {
+		printf("#   the child client never got ready\n");
+		g_test_failures++;
+		goto kill;
+	}
+	write_full(p[1], "G", 1);
+	/* until it has stopped itself, after its post */
+	t0 = rkv_now_ms();
+	for (;;) {
+		if (waitpid(pid, &st, WNOHANG | WUNTRACED) == pid &&
+		    WIFSTOPPED(st))
+			break;
+		if (rkv_now_ms() - t0 > conf_bound_ms()) {
+			printf("#   child did not stop\n");
+			g_test_failures++;
+			goto kill;
+		}
+		conf_progress(&s, NULL);
+		conf_sleep_ms(1);
+	}
+	/* what it sent before stopping arrives and starts */
+	t0 = rkv_now_ms();
+	while (rkv_now_ms() - t0 < 300u) {
+		conf_progress(&s, NULL);
+		if (rkv_ep_state(s.ep) == RKV_EP_ERROR)
+			break;
+	}
+	/* it may have gone through before the child stopped (its progress
+	 * thread runs until then): nothing stalled, nothing to check */
+	in = send ? s.loc : s.reg;
+	len = send ? STALL_LEN : STALL_WLEN;
+	conf_mem_begin(); /* the provider's thread may still be writing */
+	for (size_t i = 0; i < len; i++)
+		done += in[i] == 0x5a;
+	conf_mem_end();
+	printf("#   %s stopped: %zu of %zu bytes in; the endpoint %s after "
+	       "%" PRIu64 " ms\n", send ? "SEND" : "WRITE", done, len,
+	       rkv_ep_state(s.ep) == RKV_EP_ERROR ? "failed" : "still up",
+	       rkv_now_ms() - t0);
+	EXPECT_EQ(rkv_mr_dereg(s.mr), 0);
+	s.mr = NULL;
+	rkv_ep_destroy(s.ep);
+	s.ep = NULL;
+	conf_memset(s.reg, 0x11, s.reg_len);
+	conf_memset(s.loc, 0x11, STALL_LEN);
+	kill(pid, SIGCONT);
+	t0 = rkv_now_ms();
+	while (rkv_now_ms() - t0 < 2500)
+		conf_progress(&s, NULL);
+	conf_mem_begin();
+	for (size_t i = 0; i < s.reg_len; i++)
+		bad_reg += s.reg[i] != 0x11;
+	for (size_t i = 0; i < STALL_LEN; i++)
+		bad_loc += s.loc[i] != 0x11;
+	conf_mem_end();
+	printf("#   %s stopped: bytes changed after dereg and destroy: "
+	       "region %zu, RECV buffer %zu\n", send ? "SEND" : "WRITE",
+	       bad_reg, bad_loc);
+	EXPECT_EQ_U64(bad_reg, 0);
+	EXPECT_EQ_U64(bad_loc, 0);
+kill:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		conf_child_reap(pid, conf_bound_ms());
+	}
+out:
+	conf_srv_close(&s);
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		if (q[i] >= 0)
+			close(q[i]);
+	}
+}
+
+static void t_stalled_landing(void)
+{
+	if (g_conf_provider != RKV_TP_TCP) {
+		rkv_test_skip("tcp only");
+		return;
+	}
+	stalled_landing(false);
+	stalled_landing(true);
+}
+
 void conf_tests_proc(void)
 {
 	CONF_TEST(t_atomics_multiprocess);
 	CONF_TEST(t_peer_death_server);
 	CONF_TEST(t_peer_death_client);
 	CONF_TEST(t_peer_silent);
+	CONF_TEST(t_stalled_landing);
 }
