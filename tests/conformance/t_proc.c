@@ -499,6 +499,102 @@ out:
 	conf_cli_close(&c);
 }
 
+/* -------------------------------------------- a child client, and pipes */
+
+/*
+ * Fork a child client with two pipes: p (parent to child), q (child to
+ * parent).  Returns the child's pid (0 in the child, which keeps p[0] and
+ * q[1]), or -1 with a failure counted; the parent keeps p[1] and q[0],
+ * and the ends it does not keep are -1.
+ */
+static pid_t fork_child(int p[2], int q[2])
+{
+	pid_t pid;
+
+	if (pipe(p) || pipe(q)) {
+		g_test_failures++;
+		return -1;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(p[1]);
+		close(q[0]);
+		conf_child_init(120);
+		return 0;
+	}
+	close(p[0]);
+	close(q[1]);
+	p[0] = q[1] = -1;
+	if (pid < 0) {
+		g_test_failures++;
+		return -1;
+	}
+	conf_child_add(pid);
+	return pid;
+}
+
+/* Open s (o), tell the child at fd its address and main region, and
+ * accept it.  Returns 0, or -1 with a failure counted. */
+static int serve_child(struct conf_srv *s, const struct conf_fix_opts *o,
+		       int fd)
+{
+	struct addr_msg m;
+
+	if (conf_srv_open(s, o)) {
+		g_test_failures++;
+		return -1;
+	}
+	memset(&m, 0, sizeof(m));
+	snprintf(m.addr, sizeof(m.addr), "%s", s->addr);
+	m.raddr = conf_raddr(s, 0);
+	m.rkey = s->mr->rkey;
+	write_full(fd, &m, sizeof(m));
+	if (conf_srv_accept(s, (int)conf_bound_ms())) {
+		g_test_failures++;
+		return -1;
+	}
+	return 0;
+}
+
+/* Until pid has stopped (SIGSTOP is asynchronous), progressing s if it
+ * is given.  Returns 0, or -1 with a failure counted. */
+static int wait_stopped(pid_t pid, struct conf_srv *s)
+{
+	uint64_t t0 = rkv_now_ms();
+	int st;
+
+	for (;;) {
+		if (waitpid(pid, &st, WNOHANG | WUNTRACED) == pid &&
+		    WIFSTOPPED(st))
+			return 0;
+		if (rkv_now_ms() - t0 > conf_bound_ms()) {
+			printf("#   child did not stop\n");
+			g_test_failures++;
+			return -1;
+		}
+		if (s)
+			conf_progress(s, NULL);
+		conf_sleep_ms(1);
+	}
+}
+
+/* Kill the child (if any) by its PID and reap it; close s and the pipes. */
+static void end_child(pid_t pid, struct conf_srv *s, int p[2], int q[2])
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		conf_child_reap(pid, conf_bound_ms());
+	}
+	conf_srv_close(s);
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		if (q[i] >= 0)
+			close(q[i]);
+	}
+}
+
 /* The client dies: the server's RECVs and a SEND to it end in errors. */
 static void t_peer_death_client(void)
 {
@@ -513,21 +609,13 @@ static void t_peer_death_client(void)
 	pid_t pid;
 
 	memset(&s, 0, sizeof(s));
-	if (pipe(p) || pipe(q)) {
-		g_test_failures++;
-		goto out;
-	}
-	fflush(stdout);
-	pid = fork();
+	pid = fork_child(p, q);
 	if (pid == 0) {
 		struct conf_cli c;
 		struct conf_fix_opts co;
 		struct rkv_wr cw;
 		uint64_t v = 0x5151515151515151ull;
 
-		close(p[1]);
-		close(q[0]);
-		conf_child_init(120);
 		small_opts(&co);
 		if (read_full(p[0], &m, sizeof(m), 4 * conf_bound_ms()) ||
 		    conf_cli_open(&c, &co))
@@ -545,29 +633,12 @@ static void t_peer_death_client(void)
 		for (;;)
 			pause();
 	}
-	close(p[0]);
-	close(q[1]);
-	p[0] = q[1] = -1;
-	if (pid < 0) {
-		g_test_failures++;
+	if (pid < 0)
 		goto out;
-	}
-	conf_child_add(pid);
 	small_opts(&o);
 	o.srv_timeout_ms = 1000;
-	if (conf_srv_open(&s, &o)) {
-		g_test_failures++;
-		goto kill;
-	}
-	memset(&m, 0, sizeof(m));
-	snprintf(m.addr, sizeof(m.addr), "%s", s.addr);
-	m.raddr = conf_raddr(&s, 0);
-	m.rkey = s.mr->rkey;
-	write_full(p[1], &m, sizeof(m));
-	if (conf_srv_accept(&s, (int)conf_bound_ms())) {
-		g_test_failures++;
-		goto kill;
-	}
+	if (serve_child(&s, &o, p[1]))
+		goto out;
 	for (int i = 0; i < 4; i++) {
 		memset(&r[i], 0, sizeof(r[i]));
 		r[i].wr_id = 10 + (uint64_t)i;
@@ -589,7 +660,7 @@ static void t_peer_death_client(void)
 	if (ready != 'R') {
 		printf("#   the child client never got ready\n");
 		g_test_failures++;
-		goto kill;
+		goto out;
 	}
 	marker = conf_rd64(s.reg);
 	EXPECT_EQ_U64(marker, 0x5151515151515151ull);
@@ -614,19 +685,8 @@ static void t_peer_death_client(void)
 	for (int i = 0; i < s.st.n; i++)
 		EXPECT_TRUE(is_death_status(s.st.wc[i].status));
 	EXPECT_EQ(rkv_ep_state(s.ep), RKV_EP_ERROR);
-kill:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		conf_child_reap(pid, conf_bound_ms());
-	}
 out:
-	conf_srv_close(&s);
-	for (int i = 0; i < 2; i++) {
-		if (p[i] >= 0)
-			close(p[i]);
-		if (q[i] >= 0)
-			close(q[i]);
-	}
+	end_child(pid, &s, p, q);
 }
 
 /*
@@ -655,21 +715,8 @@ static void t_peer_silent(void)
 		goto out;
 	}
 	kill(pid, SIGSTOP);
-	/* SIGSTOP is asynchronous: wait until the child has stopped. */
-	t0 = rkv_now_ms();
-	for (;;) {
-		int st;
-
-		if (waitpid(pid, &st, WNOHANG | WUNTRACED) == pid &&
-		    WIFSTOPPED(st))
-			break;
-		if (rkv_now_ms() - t0 > conf_bound_ms()) {
-			printf("#   child did not stop\n");
-			g_test_failures++;
-			goto out;
-		}
-		conf_sleep_ms(1);
-	}
+	if (wait_stopped(pid, NULL))
+		goto out;
 	conf_wr(&w, RKV_WR_READ, 9, RKV_WR_SIGNALED, c.loc + 128, 64,
 		c.loc_mr->lkey, m.raddr, m.rkey);
 	conf_stash_clear(&c.st);
@@ -720,23 +767,14 @@ static void stalled_landing(bool send)
 	const uint8_t *in;
 	uint64_t t0;
 	pid_t pid = -1;
-	int st;
 
 	memset(&s, 0, sizeof(s));
-	if (pipe(p) || pipe(q)) {
-		g_test_failures++;
-		goto out;
-	}
-	fflush(stdout);
-	pid = fork();
+	pid = fork_child(p, q);
 	if (pid == 0) {
 		struct conf_cli c;
 		struct conf_fix_opts co;
 		struct rkv_wr w;
 
-		close(p[1]);
-		close(q[0]);
-		conf_child_init(120);
 		conf_fix_opts_init(&co);
 		co.local_len = STALL_WLEN;
 		if (read_full(p[0], &m, sizeof(m), 4 * conf_bound_ms()) ||
@@ -769,30 +807,13 @@ static void stalled_landing(bool send)
 			conf_progress(NULL, &c);
 		_exit(EX_OK);
 	}
-	close(p[0]);
-	close(q[1]);
-	p[0] = q[1] = -1;
-	if (pid < 0) {
-		g_test_failures++;
+	if (pid < 0)
 		goto out;
-	}
-	conf_child_add(pid);
 	conf_fix_opts_init(&o);
 	o.region_len = STALL_WLEN + 4096;
 	o.srv_timeout_ms = 1000;
-	if (conf_srv_open(&s, &o)) {
-		g_test_failures++;
-		goto kill;
-	}
-	memset(&m, 0, sizeof(m));
-	snprintf(m.addr, sizeof(m.addr), "%s", s.addr);
-	m.raddr = conf_raddr(&s, 0);
-	m.rkey = s.mr->rkey;
-	write_full(p[1], &m, sizeof(m));
-	if (conf_srv_accept(&s, (int)conf_bound_ms())) {
-		g_test_failures++;
-		goto kill;
-	}
+	if (serve_child(&s, &o, p[1]))
+		goto out;
 	memset(&r, 0, sizeof(r));
 	r.wr_id = 10;
 	r.local = s.loc;
@@ -802,23 +823,12 @@ static void stalled_landing(bool send)
 	if (read_full(q[0], &ready, 1, 4 * conf_bound_ms()) || ready != 'R') {
 		printf("#   the child client never got ready\n");
 		g_test_failures++;
-		goto kill;
+		goto out;
 	}
 	write_full(p[1], "G", 1);
 	/* until it has stopped itself, after its post */
-	t0 = rkv_now_ms();
-	for (;;) {
-		if (waitpid(pid, &st, WNOHANG | WUNTRACED) == pid &&
-		    WIFSTOPPED(st))
-			break;
-		if (rkv_now_ms() - t0 > conf_bound_ms()) {
-			printf("#   child did not stop\n");
-			g_test_failures++;
-			goto kill;
-		}
-		conf_progress(&s, NULL);
-		conf_sleep_ms(1);
-	}
+	if (wait_stopped(pid, &s))
+		goto out;
 	/* what it sent before stopping arrives and starts */
 	t0 = rkv_now_ms();
 	while (rkv_now_ms() - t0 < 300u) {
@@ -859,19 +869,8 @@ static void stalled_landing(bool send)
 	       bad_reg, bad_loc);
 	EXPECT_EQ_U64(bad_reg, 0);
 	EXPECT_EQ_U64(bad_loc, 0);
-kill:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		conf_child_reap(pid, conf_bound_ms());
-	}
 out:
-	conf_srv_close(&s);
-	for (int i = 0; i < 2; i++) {
-		if (p[i] >= 0)
-			close(p[i]);
-		if (q[i] >= 0)
-			close(q[i]);
-	}
+	end_child(pid, &s, p, q);
 }
 
 static void t_stalled_landing(void)
