@@ -112,6 +112,22 @@ static int child_wait1(struct conf_cli *c)
 	return EX_OK;
 }
 
+/* A child client: read the server's address from fd, open c with o and
+ * connect.  Returns EX_OK or EX_SETUP (c closed again). */
+static int child_connect(int fd, const struct conf_fix_opts *o,
+			 struct conf_cli *c, struct addr_msg *m)
+{
+	if (read_full(fd, m, sizeof(*m), 4 * conf_bound_ms()))
+		return EX_SETUP;
+	if (conf_cli_open(c, o))
+		return EX_SETUP;
+	if (conf_cli_connect(c, m->addr, (int)conf_bound_ms())) {
+		conf_cli_close(c);
+		return EX_SETUP;
+	}
+	return EX_OK;
+}
+
 static int atomics_child_run(int fd, unsigned nfa, unsigned ncas)
 {
 	struct conf_fix_opts o;
@@ -122,15 +138,9 @@ static int atomics_child_run(int fd, unsigned nfa, unsigned ncas)
 	unsigned done = 0, tries = 0;
 	int rc, first = 1;
 
-	if (read_full(fd, &m, sizeof(m), 4 * conf_bound_ms()))
-		return EX_SETUP;
 	small_opts(&o);
-	if (conf_cli_open(&c, &o))
+	if (child_connect(fd, &o, &c, &m))
 		return EX_SETUP;
-	if (conf_cli_connect(&c, m.addr, (int)conf_bound_ms())) {
-		conf_cli_close(&c);
-		return EX_SETUP;
-	}
 	rc = EX_OK;
 	/* FETCH_ADDs in chains of 16, the last signaled. */
 	for (unsigned n = 0; n < nfa && rc == EX_OK; n += FA_CHAIN) {
@@ -617,10 +627,7 @@ static void t_peer_death_client(void)
 		uint64_t v = 0x5151515151515151ull;
 
 		small_opts(&co);
-		if (read_full(p[0], &m, sizeof(m), 4 * conf_bound_ms()) ||
-		    conf_cli_open(&c, &co))
-			_exit(EX_SETUP);
-		if (conf_cli_connect(&c, m.addr, (int)conf_bound_ms()))
+		if (child_connect(p[0], &co, &c, &m))
 			_exit(EX_SETUP);
 		memcpy(c.loc, &v, 8);
 		conf_wr(&cw, RKV_WR_WRITE, 1, RKV_WR_SIGNALED, c.loc, 8,
@@ -777,10 +784,7 @@ static void stalled_landing(bool send)
 
 		conf_fix_opts_init(&co);
 		co.local_len = STALL_WLEN;
-		if (read_full(p[0], &m, sizeof(m), 4 * conf_bound_ms()) ||
-		    conf_cli_open(&c, &co))
-			_exit(EX_SETUP);
-		if (conf_cli_connect(&c, m.addr, (int)conf_bound_ms()))
+		if (child_connect(p[0], &co, &c, &m))
 			_exit(EX_SETUP);
 		memset(c.loc, 0x5a, STALL_WLEN);
 		/* one round trip first: the connection is all set up, and

@@ -47,7 +47,7 @@ extern int x_space_unit_state(const struct rkv_space *sp, uint64_t offset)
 /* Every interleaving creates its clients and servers anew.  jemalloc
  * zeroes a recycled large calloc (a client is 48 KiB) by MADV_DONTNEED
  * and takes the pages back one fault at a time, a TLB flush each; with
- * thp:always it memsets instead: t_put_rmw_delete 54.6 -> 24.7 s.  Read
+ * thp:always it memsets instead: t_put_rmw_delete 54.6 -> 29.4 s.  Read
  * by jemalloc when it is the malloc (MALLOC=jemalloc), ignored otherwise. */
 const char *malloc_conf = "thp:always";
 

@@ -13,34 +13,31 @@
 # plain make test runs it whole).
 T_PASS=0; T_FAIL=0; T_SKIP=0; T_FAILED=""; T_LATE=""; T_CUT=""
 
-# tap_admit NAME TMO: 0 (and TAP_TMO, TAP_CAPPED set) if NAME may start
-tap_admit() {
-  local name=$1
-  TAP_TMO=$2; TAP_CAPPED=0
+tap_run() {
+  local name=$1 tmo=$2; shift 2
+  local log rc p f s t0=$SECONDS capped=0 left
   if [ -n "${RKV_TEST_DEADLINE:-}" ] &&
      [ "$(date +%s)" -ge "$RKV_TEST_DEADLINE" ]; then
     T_LATE="$T_LATE $name"; T_SKIP=$((T_SKIP + 1))
-    return 1
+    return 0
   fi
   if [ -n "${RKV_TEST_END:-}" ]; then
-    local left=$((RKV_TEST_END - $(date +%s)))
+    left=$((RKV_TEST_END - $(date +%s)))
     if [ "$left" -lt 10 ]; then
       T_LATE="$T_LATE $name"; T_SKIP=$((T_SKIP + 1))
-      return 1
+      return 0
     fi
-    [ "$left" -lt "$TAP_TMO" ] && { TAP_TMO=$left; TAP_CAPPED=1; }
+    [ "$left" -lt "$tmo" ] && { tmo=$left; capped=1; }
   fi
-  return 0
-}
-
-# tap_account NAME TMO CAPPED RC LOG SECONDS: echo and count one test
-tap_account() {
-  local name=$1 tmo=$2 capped=$3 rc=$4 log=$5 secs=$6 p f s
+  log=$(mktemp)
+  timeout -k 5 "$tmo" "$@" >"$log" 2>&1
+  rc=$?
   sed "s/^/  [$name] /" "$log"
   p=$(grep -cE '^ok [0-9]+' "$log" | head -1)
   s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log" | head -1)
   f=$(grep -cE '^not ok [0-9]+' "$log" | head -1)
   p=$((p - s))
+  rm -f "$log"
   if [ "$rc" = 77 ] && [ $((p + f + s)) = 0 ]; then
     s=1
   elif [ "$capped" = 1 ] && [ "$f" = 0 ] &&
@@ -56,23 +53,12 @@ tap_account() {
   T_PASS=$((T_PASS + p)); T_FAIL=$((T_FAIL + f)); T_SKIP=$((T_SKIP + s))
   [ "$f" != 0 ] && T_FAILED="$T_FAILED $name"
   printf '%-40s %d passed, %d failed, %d skipped, %d s (exit %d)\n' \
-    "$name" "$p" "$f" "$s" "$secs" "$rc"
-}
-
-tap_run() {
-  local name=$1 tmo=$2; shift 2
-  tap_admit "$name" "$tmo" || return 0
-  local log rc t0=$SECONDS
-  log=$(mktemp)
-  timeout -k 5 "$TAP_TMO" "$@" >"$log" 2>&1
-  rc=$?
-  tap_account "$name" "$TAP_TMO" "$TAP_CAPPED" "$rc" "$log" $((SECONDS - t0))
-  rm -f "$log"
+    "$name" "$p" "$f" "$s" $((SECONDS - t0)) "$rc"
   return 0
 }
 
 tap_summary() {
-  [ -n "$T_LATE" ] && echo "not run, past RKV_TEST_DEADLINE:$T_LATE"
+  [ -n "$T_LATE" ] && echo "not run, past RKV_TEST_DEADLINE or RKV_TEST_END:$T_LATE"
   [ -n "$T_CUT" ] && echo "cut at RKV_TEST_END, not finished:$T_CUT"
   [ -n "$T_FAILED" ] && echo "failed:$T_FAILED"
   if [ "$T_SKIP" != 0 ]; then
